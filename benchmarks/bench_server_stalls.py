@@ -31,7 +31,7 @@ while an attacker sends one class of expensive requests at a time:
 With `--hogs` it runs the hog cases instead, each on servers of its own (one at a time),
 the same load beside each server so the columns compare (the hogs in a process of their own:
 a client reading 250 streams in the bystander's process delayed the bystander's answers by
-seconds the server did not cause; `--only bursts,rows,jumps,arrivals,backlog,chunks,fresh,cancels,compiles`
+seconds the server did not cause; `--only bursts,rows,jumps,arrivals,backlog,chunks,fresh,longs,cancels,compiles`
 picks cases, into a section of their own):
 
 * burst_hog: one client sends HOG_BURST streamed chats at once, and again when all are
@@ -56,6 +56,9 @@ picks cases, into a section of their own):
   client (each step ranked the whole queue); chunk_hog, HOG_CHUNKERS connections sending
   300-600-token prompts to `--stage s7 --chunked-prefill-size 128`, and the same with
   `--mixed-prefill` (a cut prompt ran to its last chunk before any decode);
+* long_hog (stop 65): one client's HOG_LONGS connections send ~900-token prompts for 1 token
+  each, back to back (s6 put them in one forward when nobody else was in the engine, and a
+  client arriving meanwhile waited for all of it);
 * cancel_hog (stop 65): one client's HOG_CANCELERS connections each connect, send a prompt
   too long for its max_tokens and hang up after 30 ms, over and over, ~500 connections a
   second; beside the default server and one with no request rate per client.
@@ -349,6 +352,7 @@ HOG_ARRIVERS = 8  # arrivals: connections sending 1-token requests of ~300 promp
 HOG_BACKLOG_CONNECTIONS, HOG_BACKLOG_N = 64, 128  # backlog: queued choices of one client
 HOG_CHUNKERS = 4  # chunks: connections sending 300-600-token prompts, 1 token each
 HOG_FRESH = 32  # fresh: connections sending ~300-token 1-token prompts, each from an address never seen
+HOG_LONGS = 4  # longs: one client's connections sending ~900-token 1-token prompts at once, back to back
 # cancels: connections of one client that each connect, send a prompt too long for max_tokens and
 # hang up after HOG_CANCEL_AFTER s, over and over (a stranger's CancelLoop: ~500 connections a second)
 HOG_CANCELERS, HOG_CANCEL_AFTER = 16, 0.03
@@ -373,7 +377,7 @@ def scheduling_hog_body(case: str, i: int, rng: random.Random) -> str:
                 "sampling_params": {"n": HOG_BACKLOG_N, "max_new_tokens": 300, "temperature": 1.0, "ignore_eos": True},
             }
         )
-    words = 100 if case in ("arrivals", "fresh") else rng.randint(100, 200)  # ~3 tokens a word
+    words = {"arrivals": 100, "fresh": 100, "longs": 210}.get(case) or rng.randint(100, 200)  # ~3-4 tokens a word
     return json.dumps({"text": random_words(rng, words), "sampling_params": {"max_new_tokens": 1, "temperature": 0}})
 
 
@@ -538,6 +542,7 @@ SCHEDULING_HOGS = {
     "backlog": HOG_BACKLOG_CONNECTIONS,
     "chunks": HOG_CHUNKERS,
     "fresh": HOG_FRESH,
+    "longs": HOG_LONGS,
 }
 
 
@@ -564,6 +569,7 @@ HOG_ROWS = [
     ("backlog", 1, [("default", [])]),
     ("chunks", 1, [("s7, chunks of 128", CHUNK_SERVER), ("--mixed-prefill", [*CHUNK_SERVER, "--mixed-prefill"])]),
     ("fresh", 1, [("default", [])]),
+    ("longs", 1, [("default", [])]),
     ("cancels", 1, [("default", []), ("no rate limit", NO_RATE_LIMIT)]),
 ] + [
     ("compiles", a, [("default", []), ("--compile-usage-half-life 0", ["--compile-usage-half-life", "0"])])
@@ -591,6 +597,7 @@ def run_hogs(n: int, only: list[str]) -> list[str]:
             "backlog": f"backlog_hog ({HOG_BACKLOG_CONNECTIONS} x n={HOG_BACKLOG_N} choices; bystander: {HOG_DECODE_TOKENS} tokens)",
             "chunks": f"chunk_hog ({HOG_CHUNKERS} connections of 300-600-token prompts, s7 chunks of 128; bystander: {HOG_DECODE_TOKENS} tokens)",
             "fresh": f"fresh_hog ({HOG_FRESH} connections of 1-token requests, each from a new address; bystander: {HOG_DECODE_TOKENS} tokens)",
+            "longs": f"long_hog ({HOG_LONGS} connections of ~900-token 1-token prompts; bystander: {HOG_DECODE_TOKENS} tokens)",
             "cancels": f"cancel_hog ({HOG_CANCELERS} connections that send a prompt too long and hang up after {HOG_CANCEL_AFTER * 1e3:.0f} ms, over and over; bystander: {HOG_DECODE_TOKENS} tokens)",
         }.get(case, f"compile_hog on {addresses} address(es)")
         first = columns[0][0]
@@ -673,11 +680,13 @@ def main() -> None:
             f"{HOG_CHUNKERS} connections send 300-600-token prompts for 1 token each to `{' '.join(CHUNK_SERVER)}`; "
             f"fresh_hog: {HOG_FRESH} connections send ~300-token prompts for 1 token each, every request from an "
             "address never seen before (a stranger's address rotation); "
+            f"long_hog: one client's {HOG_LONGS} connections send ~900-token prompts for 1 token each, back to back "
+            "(with nobody else in the engine, one forward took all of them); "
             f"cancel_hog: {HOG_CANCELERS} connections of one client (its own socket address, not the trusted "
             f"proxy) each connect, send ~950 random characters for 500 tokens (a 400: too long for the context) "
             f"and hang up after {HOG_CANCEL_AFTER * 1e3:.0f} ms, over and over (a stranger's CancelLoop); its "
             "option-off column lifts the per-client request rate (max_requests_per_second_per_client). "
-            f"Beside these five the bystander asks {HOG_DECODE_TOKENS} greedy tokens. compile_hog: each hog address "
+            f"Beside these six the bystander asks {HOG_DECODE_TOKENS} greedy tokens. compile_hog: each hog address "
             f"keeps {HOG_COMPILES} new 2,000-property json_schemas compiling (each a 400 over max_regex_chars); "
             "the bystander's requests each have a new regex, so each waits for a compile thread. Its option-off "
             "column is plain turns (the pool's order before least-used-first); both columns have the other "

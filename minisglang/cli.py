@@ -372,7 +372,7 @@ SERVE_ENGINE_OPTIONS = (
     "max_total_tokens",
     "max_running_requests",
     "reserved_for_new_clients",
-    "max_prefill_tokens_while_others_decode",
+    "max_prefill_tokens_beside_others",
     "new_token_ratio",
     "min_new_token_ratio",
     "torch_threads",
@@ -560,11 +560,11 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--max-total-tokens", type=int, default=None, help="KV cache slots (default 16384)")
     sv.add_argument("--max-running-requests", type=int, default=None, help="requests decoding at once (default 128)")
     sv.add_argument(
-        "--max-prefill-tokens-while-others-decode",
+        "--max-prefill-tokens-beside-others",
         type=int,
         default=None,
-        help="new tokens a prefill forward computes at most while another client's requests decode "
-        "(its first request whole all the same; default 512)",
+        help="new tokens a prefill forward computes at most (its first request whole all the same; "
+        "a client arriving meanwhile waits for all of it; default 512)",
     )
     sv.add_argument(
         "--reserved-for-new-clients",

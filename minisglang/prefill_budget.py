@@ -5,9 +5,9 @@ four questions whose answers are counts, not tree or queue work; `PrefillBudget`
 counts and answers them, and `take` counts a chosen request down:
 
 - `forward_full`: would its new tokens make the forward longer than a prefill may be
-  (`max_prefill_tokens`; beside another client's decodes, or another client's request chosen
-  for this forward, `max_prefill_tokens_while_others_decode`, since each of their tokens waits
-  for this forward), or the running batch wider than its rows?
+  (`max_prefill_tokens`; on a server, `max_prefill_tokens_beside_others`, since another
+  client's decodes, its first token, or its request arriving meanwhile waits for the whole
+  forward), or the running batch wider than its rows?
   The first request of a batch always goes in whole (nothing could prefill it otherwise).
 - `cut`: does chunked prefill cut it (more new tokens than the chunk has left)?
 - `fits`: is there KV room for its new tokens and its reserved output, a re-admission
@@ -59,11 +59,14 @@ class PrefillBudget:
     def forward_full(self, req: Req, extend: int) -> bool:
         """Whether `req`, computing `extend` new tokens, is one request too many for this forward."""
         limit = self.config.max_prefill_tokens
-        # Another client's decodes, or its first token, wait for this forward: a short request
-        # prefilled in one forward with another client's three ~730-token prompts (nobody was
-        # decoding) waited ~0.5 s for its first token.
-        if self.waiting_on_it - {req.client}:
-            limit = min(limit, self.config.max_prefill_tokens_while_others_decode)
+        # Whoever waits for this forward waits for all of it: another client's decodes, another
+        # client's request chosen for it (a short request prefilled with another client's three
+        # ~730-token prompts waited ~0.5 s for its first token), and on a server any client that
+        # arrives while it runs: one client's four ~1,000-token prompts, one 4,096-token forward
+        # with nobody else in the engine, held a newcomer's 8-token answer ~0.95 s (from four
+        # clients, one prompt a forward: ~0.37 s). In process (no client) nobody else arrives.
+        if req.client is not None or self.waiting_on_it - {None}:
+            limit = min(limit, self.config.max_prefill_tokens_beside_others)
         if self.chosen and self.forward_tokens + extend > limit:
             return True
         return len(self.running) + self.chosen >= self.config.max_running_requests

@@ -377,7 +377,7 @@ class Scheduler(SchedulerFaults):
         """Time share between one client's prefills and another's decodes: a prefill forward
         that another client's running requests waited for (`beside_others`) owes them as many
         seconds of decode forwards, which `schedule` runs before the next prefill; each decode
-        (or verify) forward pays its own seconds off. `max_prefill_tokens_while_others_decode`
+        (or verify) forward pays its own seconds off. `max_prefill_tokens_beside_others`
         bounds one forward, not the share: a batch's first request goes in whole, and prompts
         under the cap came one a forward, a decode after each; a client's back-to-back
         ~500-token prompts held another client's 8-token answer 1.2-1.7 s (53 ms alone), the

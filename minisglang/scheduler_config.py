@@ -15,13 +15,14 @@ class SchedulerConfig:
     max_total_tokens: int = 16384  # KV slots in the pool
     max_running_requests: int = 128  # rows of the request-to-token table
     max_prefill_tokens: int = 4096  # new tokens computed in one prefill batch
-    # New tokens one prefill batch computes at most while another client's requests are
-    # decoding (its first request goes in whole all the same): each decode of theirs waits for
-    # a prefill forward, and one client's back-to-back ~400-token prompts, 8 to a 3,300-token
-    # forward (~180 ms here), held another client's 8-token answer to 1.5 s (0.28 s at 512).
-    # Requests of no client (in process) are one client: the cap never applies among them. (The
-    # running requests' share of the time is Scheduler.owe_decode_time's.)
-    max_prefill_tokens_while_others_decode: int = 512
+    # New tokens one prefill batch computes at most beside other clients (its first request
+    # goes in whole all the same): their decodes, their first tokens and their requests that
+    # arrive meanwhile wait for the whole forward, and one client's back-to-back ~400-token
+    # prompts, 8 to a 3,300-token forward (~180 ms here), held another client's 8-token answer
+    # to 1.5 s (0.28 s at 512). So a server's forwards always keep to it; requests of no
+    # client (in process) are one caller: among them it never applies. (The running requests'
+    # share of the time is Scheduler.owe_decode_time's.)
+    max_prefill_tokens_beside_others: int = 512
     schedule_policy: str = "lpm"  # "lpm" (longest prefix match first) or "fcfs"
     disable_radix_cache: bool = False
     # A waiting request that shares at least this many not-yet-cached tokens with a request

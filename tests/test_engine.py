@@ -347,9 +347,9 @@ def test_torch_threads_is_checked_and_set():
         ("max_prefill_tokens", "4k", "max_prefill_tokens must be an integer, not '4k'"),
         ("max_running_requests", 0, "max_running_requests must be above 0, not 0"),
         (
-            "max_prefill_tokens_while_others_decode",
+            "max_prefill_tokens_beside_others",
             0,
-            "max_prefill_tokens_while_others_decode must be above 0, not 0",
+            "max_prefill_tokens_beside_others must be above 0, not 0",
         ),
         ("in_batch_prefix_threshold", -1, "in_batch_prefix_threshold must be 0 (off) or above, not -1"),
     ],

@@ -22,13 +22,19 @@ def budget(running: list[Req], room: int = 1000, kept: dict[int, int] | None = N
     return PrefillBudget(SchedulerConfig(**options), room, kept or {}, running)
 
 
-def test_the_forward_limit_is_lower_only_beside_another_clients_decodes():
-    cap = {"max_prefill_tokens_while_others_decode": 100}
+def test_a_servers_forward_keeps_to_the_cap_and_in_process_only_beside_a_server_client():
+    """On a server every forward keeps to the cap past its first request: another client's
+    decodes wait for it, and so does a client that arrives while it runs (a stranger's: one
+    client's four ~1,000-token prompts in one forward with nobody else in the engine held a
+    newcomer's answer ~0.95 s). In process (no client) nobody else arrives."""
+    cap = {"max_prefill_tokens_beside_others": 100}
     for running, newcomer, limit in [
-        ([req("a")], req("b"), 100),  # b's prefill would hold a's decodes: the cap
-        ([req("a")], req("a"), 400),  # a only slows itself
-        ([req(None)], req(None), 400),  # in process: one client
-        ([], req("b"), 400),  # nobody decodes
+        ([req("a")], req("b"), 100),  # b's prefill would hold a's decodes
+        ([req("a")], req("a"), 100),  # a's own: a client arriving meanwhile waits all the same
+        ([], req("b"), 100),  # nobody in the engine yet: whoever arrives waits
+        ([req(None)], req(None), 400),  # in process: one caller
+        ([], req(None), 400),
+        ([req("a")], req(None), 100),  # an in-process prefill beside a server client's decodes
         ([req(None)], req("b"), 100),  # an in-process request decodes beside a server client's prefill
     ]:
         b = budget(running, **cap)
@@ -37,19 +43,24 @@ def test_the_forward_limit_is_lower_only_beside_another_clients_decodes():
         assert b.forward_full(newcomer, limit - 59) is True
 
 
-def test_the_forward_limit_is_lower_once_another_clients_request_is_chosen():
+def test_the_forward_limit_is_lower_once_a_server_clients_request_is_chosen():
     """Nobody decodes, but a request chosen first waits for its first token on the whole
-    forward: another client's prompts join it only up to the cap (its own client's, and in
-    process, up to max_prefill_tokens)."""
-    for first, then, limit in [(req("a"), req("b"), 100), (req("a"), req("a"), 400), (req(None), req(None), 400)]:
-        b = budget([], max_prefill_tokens_while_others_decode=100)
+    forward: a server client's prompts join it only up to the cap (in process, up to
+    max_prefill_tokens)."""
+    for first, then, limit in [
+        (req("a"), req("b"), 100),
+        (req("a"), req("a"), 100),
+        (req("a"), req(None), 100),
+        (req(None), req(None), 400),
+    ]:
+        b = budget([], max_prefill_tokens_beside_others=100)
         b.take(first, 20, 20, 0)
         assert b.forward_full(then, limit - 20) is False
         assert b.forward_full(then, limit - 19) is True
 
 
 def test_the_first_request_always_goes_in_whole_but_not_past_the_rows():
-    b = budget([req("a")], max_prefill_tokens_while_others_decode=10)
+    b = budget([req("a")], max_prefill_tokens_beside_others=10)
     assert b.forward_full(req("b"), 10_000) is False  # nothing chosen yet: it goes whole
     full = budget([req("a") for _ in range(16)])
     assert full.forward_full(req("b"), 1) is True  # no row left
