@@ -53,6 +53,8 @@ class ServerOptions:
     # (server/request_rate.py). Each costs the one event loop every client shares ~1 ms before
     # any handler runs, refused or not: ~500 a second from one client made another's 8-token
     # answer 12x slower (a stranger's CancelLoop). Far above what this engine answers a second.
+    # Behind a proxy, name it in forwarded_allow_ips: otherwise every client it carries shares
+    # the proxy's one rate (its health checks included).
     max_requests_per_second_per_client: float = 50.0
     request_burst_per_client: int = 200
     # /health turns 503 when the scheduler loop has been stuck this many seconds (in one step,
