@@ -4,16 +4,9 @@ its use by the server is tests/test_server_attack.py's."""
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_recent_use import Clock  # (a clock the test moves by hand)
 
 from minisglang.server.request_rate import RequestRate, retry_after
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_a_burst_then_one_request_per_token_as_they_come_back():
