@@ -246,7 +246,8 @@ class Engine:
             self.scheduler.add_request(req)
 
     def abort(self, rid: int, message: str = "aborted by the client") -> bool:
-        """Abort request `rid` wherever it is (it leaves at the next step); False if no queue holds it."""
+        """Abort request `rid` wherever it is (it leaves at the next step); False if the engine has
+        no such request (never had, or it has left)."""
         with self._lock:
             return self.scheduler.abort(rid, message)
 

@@ -248,6 +248,13 @@ class Scheduler(SchedulerFaults):
         chunked = [self.chunked_req] if self.chunked_req is not None else []
         return self.grammar_queue + self.waiting_queue + chunked + self.running
 
+    def live_requests(self) -> list[Req]:
+        """Every request accepted and not yet released: `requests()`, in its order, and any an
+        error left in no queue (taken from one, not yet put in the next)."""
+        queued = self.requests()
+        seen = {r.rid for r in queued}
+        return queued + [r for r in self.live.values() if r.rid not in seen and not r.released]
+
     def abort(self, rid: int, message: str = "aborted by the client") -> bool:
         """Abort a request wherever it is; it leaves at the start of the next step."""
         req = self.live.get(rid)
@@ -259,9 +266,7 @@ class Scheduler(SchedulerFaults):
     def release_aborted(self) -> None:
         """Let every finished request still in the engine leave now (the start of a step does
         this): each queue filtered once, not searched once per request that leaves."""
-        gone = [r for r in self.requests() if r.finished and not r.released]  # (in the queues' order)
-        queued = {r.rid for r in gone}
-        gone += [r for r in self.live.values() if r.finished and r.rid not in queued]  # (an error left it in none)
+        gone = [r for r in self.live_requests() if r.finished and not r.released]
         if not gone:
             return
         for queue in (self.grammar_queue, self.waiting_queue, self.running):

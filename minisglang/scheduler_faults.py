@@ -59,6 +59,9 @@ class SchedulerFaults:
     def requests(self) -> list[Req]:
         raise NotImplementedError
 
+    def live_requests(self) -> list[Req]:
+        raise NotImplementedError
+
     def release_request(self, req: Req) -> None:
         raise NotImplementedError
 
@@ -100,8 +103,9 @@ class SchedulerFaults:
     def fail_all(self, error: BaseException) -> None:
         """The engine-wide fault: `error` escaped a step (a bug outside any one request or
         batch), so no request's state can be trusted to go on. Every request in the engine
-        is aborted (ENGINE) and leaves now, its memory given back."""
-        reqs = self.requests()
+        is aborted (ENGINE) and leaves now, its memory given back: those in the queues and any
+        the error caught between two of them."""
+        reqs = self.live_requests()
         if not reqs:  # nobody to tell (a second call, after the first gave everyone back)
             return
         self.abort_for_error(reqs, "running a scheduler step", error, kind=AbortKind.ENGINE)

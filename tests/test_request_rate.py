@@ -66,12 +66,14 @@ def test_no_client_starts_more_than_its_burst_plus_its_rate_over_any_span(per_se
     started: dict[str, list[float]] = {"a": [], "b": []}
     for gap, client in steps:
         clock.now += gap
+        told = rate.wait(client)
         wait = rate.take(client)
+        assert told == wait  # the connection's check (wait) and the request's (take) agree
         if wait == 0.0:
             started[client].append(clock.now)
         else:
             clock.now += wait
-            assert rate.take(client) == 0.0
+            assert rate.wait(client) == 0.0 and rate.take(client) == 0.0
             started[client].append(clock.now)
     for times in started.values():
         for i, begin in enumerate(times):

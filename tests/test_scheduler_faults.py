@@ -210,6 +210,25 @@ def test_an_error_escaping_a_step_aborts_every_request_and_the_engine_serves_on(
     assert [(r.output_text, r.finished_reason) for r in again] == oracle
 
 
+def test_an_escaping_error_gives_back_a_request_it_caught_between_two_queues(engine, oracle, monkeypatch):
+    """An error that escapes a step after admission took requests off the waiting queue and
+    before they reached the running batch leaves them in no queue: the sweep of the queues
+    missed them (a row of the request pool stayed taken, a review's find). The engine-wide
+    fault gives back every request the engine has (`Scheduler.live_requests`)."""
+    reqs = submit(engine, OTHERS + [VICTIM])
+    monkeypatch.setattr(engine.scheduler, "prefill_end", _raise)
+    with pytest.raises(RuntimeError, match="injected fault"):
+        for _ in range(20):  # (the grammar queue first: the fault comes with the first prefill)
+            engine.step()
+    monkeypatch.undo()
+    assert all(req.released and req.finished_reason["kind"] == AbortKind.ENGINE for req in reqs)
+    assert not engine.scheduler.live
+    assert_quiet_and_full(engine)
+    again = submit(engine, OTHERS)
+    run_all(engine, again)
+    assert [(r.output_text, r.finished_reason) for r in again] == oracle
+
+
 def _raise(*args, **kwargs):
     raise RuntimeError("injected fault")
 

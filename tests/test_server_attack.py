@@ -299,6 +299,8 @@ def test_a_client_starting_requests_faster_than_its_rate_is_refused_and_others_a
                         reply, _ = read_until_closed(s)
                     assert reply.startswith(b"HTTP/1.1 429") and b"retry-after: 1\r\n" in reply, reply[:300]
                     assert json.loads(reply.partition(b"\r\n\r\n")[2])["error"]["message"] == error["message"]
+                    metrics = b.get("/metrics").text  # both refusals counted, the raw one too
+                    assert 'minisglang_refused_requests_total{status="429"} 2.0' in metrics
                 assert b.post("/v1/completions", json={"prompt": "hi", "max_tokens": 2}).status_code == 200
                 now[0] += 0.5  # one token back
                 assert a.post("/v1/completions", json={"prompt": "hi", "max_tokens": 2}).status_code == 200

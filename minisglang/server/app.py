@@ -154,7 +154,9 @@ def _uvicorn_config(app: FastAPI, host: str, port: int, **more: Any):
         log_level="warning",
         proxy_headers=bool(proxies),
         forwarded_allow_ips=proxies or None,
-        http=h11_protocol(options, state.request_rate),
+        http=h11_protocol(
+            options, state.request_rate, lambda status: state.metrics.refused.labels(status=str(status)).inc()
+        ),
         h11_max_incomplete_event_size=options.max_header_bytes,
         **more,
     )

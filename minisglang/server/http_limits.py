@@ -125,7 +125,7 @@ class RateLimits:
         await self.app(scope, receive, send)
 
 
-def h11_protocol(options: ServerOptions, rate: RequestRate):
+def h11_protocol(options: ServerOptions, rate: RequestRate, refused: Callable[[int], None] = lambda status: None):
     """uvicorn's h11 protocol, answering a request head it cannot read in OpenAI's error shape,
     and one that does not arrive within `header_timeout` seconds; closing a connection whose
     client leaves its answer unread for `write_timeout` seconds.
@@ -143,6 +143,9 @@ def h11_protocol(options: ServerOptions, rate: RequestRate):
     under `ulimit -n 1024` (a stranger's find: every other client timed out). Here the head has
     `header_timeout` seconds from the connection's opening or the answer before; one begun and
     not finished is a 408, a connection that sent nothing is closed.
+
+    Each answer it writes itself is counted by `refused(status)` (the metrics' refused
+    requests, as every other error answer is).
 
     A client with no token left in `rate` (request_rate.py) has its new connection answered
     429 before its head is read: a flood of connections that each send one request is refused
@@ -186,6 +189,7 @@ def h11_protocol(options: ServerOptions, rate: RequestRate):
         def send_400_response(self, msg: str) -> None:  # uvicorn's hook for a head h11 refused
             e = self.reader.error
             status = 431 if e is not None and e.error_status_hint == 431 else 400
+            refused(status)
             message = (
                 f"the request's headers are larger than the limit of {self.limit} bytes"
                 if status == 431
@@ -271,6 +275,7 @@ def h11_protocol(options: ServerOptions, rate: RequestRate):
         def write_raw(self, status: int, message: str, retry: int | None = None) -> None:
             """Answer `status` in OpenAI's error shape (with Retry-After: `retry` seconds) and
             close (written raw: h11 sends no response before it has read a request)."""
+            refused(status)
             body = json.dumps(error_body(message, status)).encode()
             head = f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\ncontent-type: application/json\r\n"
             if retry is not None:

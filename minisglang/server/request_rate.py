@@ -46,8 +46,9 @@ class RequestRate:
         return min(float(self.burst), tokens + (now - when) * self.per_second)
 
     def wait(self, client: str) -> float:
-        """Seconds until `client` may start a request (0: now), taking nothing."""
-        return max(0.0, (1.0 - self.tokens(client)) / self.per_second)
+        """Seconds until `client` may start a request (0: now, as `take` would), taking nothing."""
+        tokens = self.tokens(client)
+        return 0.0 if tokens >= 1.0 - _ROUNDING else (1.0 - tokens) / self.per_second
 
     def take(self, client: str) -> float:
         """Start a request of `client`'s: 0 and a token taken if it has one, else the seconds

@@ -67,7 +67,8 @@ class ServerOptions:
     # The proxies whose X-Forwarded-For header names the client (comma-separated addresses or
     # networks, "*" any): behind them, max_compiling_per_client counts each real client, not
     # the proxy. None (the default) trusts no proxy: the client is the socket's address, since
-    # any local program could otherwise send the header and pick a fresh budget.
+    # any local program could otherwise send the header and pick a fresh budget (with "*", any
+    # client can: each made-up X-Forwarded-For address gets its own rate and burst).
     forwarded_allow_ips: str | None = None
     # Seconds the scheduler must have had nothing to do before the garbage collector's freezes
     # give back what they kept (gc_guard.py: a freeze under load keeps the reference cycles then
