@@ -31,6 +31,7 @@ EXTRA_OF_FILE = {
     "server/client_threads.py": "serve",
     "server/openai_shapes.py": "serve",
     "server/prompts.py": "serve",
+    "server/request_rate.py": "serve",
     "server/routes_native.py": "serve",
     "server/routes_openai.py": "serve",
     "server/routes_responses.py": "serve",
