@@ -31,7 +31,7 @@ while an attacker sends one class of expensive requests at a time:
 With `--hogs` it runs the hog cases instead, each on servers of its own (one at a time),
 the same load beside each server so the columns compare (the hogs in a process of their own:
 a client reading 250 streams in the bystander's process delayed the bystander's answers by
-seconds the server did not cause; `--only bursts,rows,jumps,arrivals,backlog,chunks,fresh,longs,cancels,compiles`
+seconds the server did not cause; `--only bursts,rows,jumps,arrivals,backlog,chunks,fresh,longs,cancels,trickles,compiles`
 picks cases, into a section of their own):
 
 * burst_hog: one client sends HOG_BURST streamed chats at once, and again when all are
@@ -59,6 +59,8 @@ picks cases, into a section of their own):
 * long_hog (stop 65): one client's HOG_LONGS connections send ~900-token prompts for 1 token
   each, back to back (s6 put them in one forward when nobody else was in the engine, and a
   client arriving meanwhile waited for all of it);
+* trickle_hog (stop 65): one client's HOG_TRICKLERS connections each send a body a byte a
+  packet (every byte was an event-loop callback);
 * cancel_hog (stop 65): one client's HOG_CANCELERS connections each connect, send a prompt
   too long for its max_tokens and hang up after 30 ms, over and over, ~500 connections a
   second; beside the default server and one with no request rate per client.
@@ -357,6 +359,7 @@ HOG_LONGS = 4  # longs: one client's connections sending ~900-token 1-token prom
 # hang up after HOG_CANCEL_AFTER s, over and over (a stranger's CancelLoop: ~500 connections a second)
 HOG_CANCELERS, HOG_CANCEL_AFTER = 16, 0.03
 HOG_CANCEL_ADDRESS = "127.0.0.3"  # its own socket address: the proxy the server trusts is 127.0.0.1
+HOG_TRICKLERS = 200  # trickles: one client's connections each sending a 3 MB body a byte a packet
 NO_RATE_LIMIT = ["--max-requests-per-second-per-client", "1000000", "--request-burst-per-client", "1000000"]
 CHUNK_SERVER = ["--stage", "s7", "--chunked-prefill-size", "128"]
 
@@ -430,6 +433,33 @@ async def cancel_loop(url: str, i: int) -> None:
         writer.close()
 
 
+async def trickle(url: str) -> None:
+    """One of the trickles hog's connections, from HOG_CANCEL_ADDRESS: a completion's head
+    declaring a 3 MB body, then the body a byte a packet (TCP_NODELAY) for 25 s (under
+    body_timeout), again."""
+    u = httpx.URL(url)
+    body = b'{"prompt": "x", "max_tokens": 1' + b" " * 3_000_000 + b"}"
+    head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    head += b"Content-Length: %d\r\n\r\n" % len(body)
+    while True:
+        try:
+            _, writer = await asyncio.open_connection(u.host, u.port, local_addr=(HOG_CANCEL_ADDRESS, 0))
+        except OSError:
+            await asyncio.sleep(0.01)
+            continue
+        writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        writer.write(head)
+        end = time.monotonic() + 25
+        with contextlib.suppress(OSError):
+            for i in range(len(body)):
+                if time.monotonic() > end:
+                    break
+                writer.write(body[i : i + 1])
+                await writer.drain()
+                await asyncio.sleep(0)
+        writer.close()
+
+
 async def burst_chat(http: httpx.AsyncClient, url: str, i: int) -> None:
     """One chat of a burst, streamed and read to its end (an error is let go: the next burst comes)."""
     body = {
@@ -496,6 +526,8 @@ async def run_hog(url: str, case: str, addresses: int) -> None:
     }
     if case == "cancels":
         await asyncio.gather(*(cancel_loop(url, i) for i in range(HOG_CANCELERS)))
+    if case == "trickles":
+        await asyncio.gather(*(trickle(url) for _ in range(HOG_TRICKLERS)))
     async with httpx.AsyncClient(timeout=300, limits=limits) as http:
         if case == "bursts":
             while True:
@@ -548,7 +580,7 @@ SCHEDULING_HOGS = {
 
 def bystander_tokens(case: str) -> int:
     """The bystander's tokens a request beside `case`: a decode for the scheduling hogs and cancels."""
-    return HOG_DECODE_TOKENS if case in SCHEDULING_HOGS or case == "cancels" else 1
+    return HOG_DECODE_TOKENS if case in SCHEDULING_HOGS or case in ("cancels", "trickles") else 1
 
 
 def spread(lat: list[float], statuses: list[int]) -> str:
@@ -571,6 +603,7 @@ HOG_ROWS = [
     ("fresh", 1, [("default", [])]),
     ("longs", 1, [("default", [])]),
     ("cancels", 1, [("default", []), ("no rate limit", NO_RATE_LIMIT)]),
+    ("trickles", 1, [("default", [])]),
 ] + [
     ("compiles", a, [("default", []), ("--compile-usage-half-life 0", ["--compile-usage-half-life", "0"])])
     for a in HOG_ADDRESSES
@@ -598,6 +631,7 @@ def run_hogs(n: int, only: list[str]) -> list[str]:
             "chunks": f"chunk_hog ({HOG_CHUNKERS} connections of 300-600-token prompts, s7 chunks of 128; bystander: {HOG_DECODE_TOKENS} tokens)",
             "fresh": f"fresh_hog ({HOG_FRESH} connections of 1-token requests, each from a new address; bystander: {HOG_DECODE_TOKENS} tokens)",
             "longs": f"long_hog ({HOG_LONGS} connections of ~900-token 1-token prompts; bystander: {HOG_DECODE_TOKENS} tokens)",
+            "trickles": f"trickle_hog ({HOG_TRICKLERS} connections sending a body a byte a packet; bystander: {HOG_DECODE_TOKENS} tokens)",
             "cancels": f"cancel_hog ({HOG_CANCELERS} connections that send a prompt too long and hang up after {HOG_CANCEL_AFTER * 1e3:.0f} ms, over and over; bystander: {HOG_DECODE_TOKENS} tokens)",
         }.get(case, f"compile_hog on {addresses} address(es)")
         first = columns[0][0]
@@ -685,8 +719,10 @@ def main() -> None:
             f"cancel_hog: {HOG_CANCELERS} connections of one client (its own socket address, not the trusted "
             f"proxy) each connect, send ~950 random characters for 500 tokens (a 400: too long for the context) "
             f"and hang up after {HOG_CANCEL_AFTER * 1e3:.0f} ms, over and over (a stranger's CancelLoop); its "
-            "option-off column lifts the per-client request rate (max_requests_per_second_per_client). "
-            f"Beside these six the bystander asks {HOG_DECODE_TOKENS} greedy tokens. compile_hog: each hog address "
+            "option-off column lifts the per-client request rate (max_requests_per_second_per_client); "
+            f"trickle_hog: {HOG_TRICKLERS} connections of that client each send a head declaring a 3 MB body, then the "
+            "body a byte a packet for 25 s, again (a stranger's trickle). "
+            f"Beside these seven the bystander asks {HOG_DECODE_TOKENS} greedy tokens. compile_hog: each hog address "
             f"keeps {HOG_COMPILES} new 2,000-property json_schemas compiling (each a 400 over max_regex_chars); "
             "the bystander's requests each have a new regex, so each waits for a compile thread. Its option-off "
             "column is plain turns (the pool's order before least-used-first); both columns have the other "

@@ -308,6 +308,39 @@ def test_a_client_starting_requests_faster_than_its_rate_is_refused_and_others_a
     eng.shutdown()
 
 
+def test_a_body_sent_a_byte_a_packet_is_read_a_few_pieces_at_a_time(monkeypatch):
+    """A stranger's trickle: 200 connections each sending a body a byte a packet cost the one
+    event loop a callback per byte (h11's event, the app's receive), and another client's
+    8-token answer took 0.3-1.2 s (as bad from 50 addresses: no per-client limit bounds it).
+    After SMALL_PIECES_READ_AT_ONCE small pieces, a connection's body is read once every
+    PIECE_REST seconds, all that arrived meanwhile in one piece: here ~300 one-byte packets
+    over ~0.5 s are read in a dozen or so reads, not ~300, and the request is answered."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    reads = []
+    original = H11Protocol.data_received
+    monkeypatch.setattr(
+        H11Protocol, "data_received", lambda self, data: reads.append(len(data)) or original(self, data)
+    )
+    eng = sgl.Engine(stage="s1", max_total_tokens=2000, max_running_requests=8)
+    with serving_in_thread(create_app(eng, ServerOptions(body_timeout=30.0))) as url:
+        body = b'{"prompt": "hi", "max_tokens": 1' + b" " * 300 + b"}"
+        head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        head += b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(body)
+        with socket.create_connection((httpx.URL(url).host, httpx.URL(url).port), timeout=30) as s:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            s.sendall(head)
+            time.sleep(0.1)
+            reads.clear()  # (the head's)
+            for i in range(len(body)):
+                s.sendall(body[i : i + 1])
+                time.sleep(0.0015)
+            reply, _ = read_until_closed(s)
+    eng.shutdown()
+    assert reply.startswith(b"HTTP/1.1 200"), reply[:300]
+    assert sum(reads) == len(body) and len(reads) < 60, f"{len(reads)} reads of the body: {reads[:40]}"
+
+
 def test_the_connection_cap_reads_the_proxy_list_as_uvicorn_does():
     """forwarded_allow_ips is read twice, by uvicorn (whose X-Forwarded-For to believe) and by
     the connection cap (whose connections count against no client): the same entries the same

@@ -125,6 +125,16 @@ class RateLimits:
         await self.app(scope, receive, send)
 
 
+# A body that keeps arriving in pieces under SMALL_PIECE bytes (after its first
+# SMALL_PIECES_READ_AT_ONCE of them) is read at most once every PIECE_REST seconds: each piece
+# costs the one event loop a callback, h11's event and the app's receive, and 200 connections
+# sending a body a byte a packet held another client's 8-token answer at ~0.3-1.2 s (a
+# stranger's trickle; as bad from 50 addresses, so no per-client limit bounds it).
+SMALL_PIECE = 1024
+SMALL_PIECES_READ_AT_ONCE = 8
+PIECE_REST = 0.2
+
+
 def h11_protocol(options: ServerOptions, rate: RequestRate, refused: Callable[[int], None] = lambda status: None):
     """uvicorn's h11 protocol, answering a request head it cannot read in OpenAI's error shape,
     and one that does not arrive within `header_timeout` seconds; closing a connection whose
@@ -185,6 +195,8 @@ def h11_protocol(options: ServerOptions, rate: RequestRate, refused: Callable[[i
             self.head_deadline: asyncio.TimerHandle | None = None
             self.write_deadline: asyncio.TimerHandle | None = None
             self.counted: str | None = None  # the client address this connection counts against
+            self.small_pieces = 0  # pieces of this request's body under SMALL_PIECE bytes so far
+            self.resting = False  # reading paused for PIECE_REST (a body coming in small pieces)
 
         def send_400_response(self, msg: str) -> None:  # uvicorn's hook for a head h11 refused
             e = self.reader.error
@@ -219,8 +231,22 @@ def h11_protocol(options: ServerOptions, rate: RequestRate, refused: Callable[[i
             self.loop.call_later(1.0, self.transport.close)  # the client has a second to finish sending
 
         def data_received(self, data: bytes) -> None:
-            if not self.draining:
-                super().data_received(data)
+            if self.draining:
+                return
+            super().data_received(data)
+            if self.conn.their_state is not h11.SEND_BODY:
+                self.small_pieces = 0  # (a head, or a body complete)
+            elif len(data) < SMALL_PIECE:
+                self.small_pieces += 1
+                if self.small_pieces > SMALL_PIECES_READ_AT_ONCE and not self.resting:
+                    self.resting = True
+                    self.transport.pause_reading()  # what arrives meanwhile is read in one piece
+                    self.loop.call_later(PIECE_REST, self.read_on)
+
+        def read_on(self) -> None:
+            self.resting = False
+            if not self.transport.is_closing() and not self.flow.read_paused:  # (uvicorn's own pause stays)
+                self.transport.resume_reading()
 
         # -- the connections a client may hold, and the head's deadline
         def connection_made(self, transport) -> None:
