@@ -675,7 +675,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--request-burst-per-client",
         type=int,
         default=None,
-        help="requests one client may start at once after a quiet spell (default 200)",
+        help="requests one client may start at once after a quiet spell (default 256)",
     )
     sv.add_argument(
         "--max-header-bytes",

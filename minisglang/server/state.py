@@ -56,7 +56,8 @@ class ServerOptions:
     # Behind a proxy, name it in forwarded_allow_ips: otherwise every client it carries shares
     # the proxy's one rate (its health checks included).
     max_requests_per_second_per_client: float = 50.0
-    request_burst_per_client: int = 200
+    # (a request on each of the max_connections_per_client connections it may hold, at once)
+    request_burst_per_client: int = 256
     # /health turns 503 when the scheduler loop has been stuck this many seconds (in one step,
     # or anywhere else) while requests wait; an idle loop comes round every 50 ms.
     stall_timeout: float = 5.0
