@@ -253,7 +253,7 @@ class Scheduler(SchedulerFaults):
         error left in no queue (taken from one, not yet put in the next)."""
         queued = self.requests()
         seen = {r.rid for r in queued}
-        return queued + [r for r in self.live.values() if r.rid not in seen and not r.released]
+        return queued + [r for r in self.live.values() if r.rid not in seen]
 
     def abort(self, rid: int, message: str = "aborted by the client") -> bool:
         """Abort a request wherever it is; it leaves at the start of the next step."""

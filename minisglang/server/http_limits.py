@@ -117,8 +117,7 @@ class RateLimits:
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "http":
-            client = scope.get("client")
-            wait = self.rate.take(client_of(client[0]) if client else "unknown")
+            wait = self.rate.take(scope_client(scope))
             if wait > 0:
                 await self.refuse(too_fast(self.options, wait), retry_after(wait))(scope, receive, send)
                 return
@@ -349,7 +348,13 @@ def client_of(address: str) -> str:
 def request_client(request: Request) -> str:
     """The client a request counts against (`client_of` its address, after trusted proxies'
     X-Forwarded-For)."""
-    return client_of(request.client.host) if request.client else "unknown"
+    return scope_client(request.scope)
+
+
+def scope_client(scope) -> str:
+    """`request_client` of the request whose ASGI scope is `scope` (what a middleware has)."""
+    client = scope.get("client")
+    return client_of(client[0]) if client else "unknown"
 
 
 def trusted_proxies(spec: str | None) -> Callable[[str], bool]:
