@@ -388,6 +388,7 @@ def test_the_scan_closes_exactly_where_the_json_value_ends(value, layout, after)
         '{"end": "}</tool_call>"}',  # the end tag itself inside the arguments
         '{"u": "\\u007d\\\\\\""}',  # \u escapes, an escaped backslash, then an escaped quote
         '{"q": "what\'s in [it]? {x}"}',  # an apostrophe is no quote in JSON: the string goes on
+        "{'city': 'Paris'}",  # Python-style, as models write unconstrained: an apostrophe opens no string
         "{}",
     ],
 )

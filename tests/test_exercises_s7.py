@@ -30,7 +30,7 @@ from test_exercises_s1 import EOS, REGEXES, VOCAB, VOCAB_SIZE, make_stage, oracl
 from token_names import token_list
 
 from minisglang.backends.base import BaseGrammarObject, GrammarError
-from minisglang.core import Req, SamplingParams
+from minisglang.core import AbortKind, Req, SamplingParams
 from minisglang.speculative import accept_greedy, accept_sampled
 from minisglang.stages.s7_speculative import SpeculativeStage
 
@@ -76,6 +76,12 @@ class OracleGrammar(BaseGrammarObject):
         return True
 
     def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
+        if EOS in self.accepted:  # as xgrammar's matcher does: it raises once it has taken EOS
+            raise GrammarError(
+                f"mask_chain asked for a mask row after the grammar accepted EOS (it holds "
+                f"{spelled(self.accepted)!r} and EOS): a matcher that has ended may refuse to fill one "
+                f"(xgrammar raises), so ask is_terminated before filling the next row"
+            )
         vocab_mask[idx] = pack(self.allowed())
 
 
@@ -546,6 +552,52 @@ def test_a_state_not_ready_stops_the_chain_even_where_the_match_could_end(stage)
     )
 
 
+class ClockedOracleGrammar(OracleGrammar):
+    """An oracle grammar each of whose tokens costs `seconds` on the stage's work clocks (faked:
+    the test reads no real time)."""
+
+    def __init__(self, regex: str, accepted: list[int], now: list[float], seconds: float):
+        super().__init__(regex, accepted)
+        self.now, self.seconds = now, seconds
+
+    def accept_token(self, token_id: int) -> None:
+        self.now[0] += self.seconds
+        super().accept_token(token_id)
+
+
+@pytest.mark.task7_1
+def test_the_chains_grammar_calls_are_charged_to_the_request():
+    """The chain walks the grammar through `g`, the charged grammar the given code made, as
+    s6's steps charge their masks and tokens: a draft whose token takes longer than
+    max_grammar_call_seconds aborts the request, and no draft is kept. Walked through
+    `req.grammar` itself, a slow grammar's drafts were accepted at any cost."""
+    now = [0.0]
+    stage = make_stage(
+        SpeculativeStage,
+        compile_in="thread",
+        automaton="eager",
+        grammar_step_seconds=60.0,
+        max_grammar_call_seconds=0.5,
+        max_grammar_seconds=3600.0,
+    )
+    try:
+        stage.work.clock = stage.work.cpu_clock = lambda: now[0]
+        req = Req(prompt="p", origin_input_ids=[2], sampling_params=SamplingParams(regex=r"1[0-9]*"))
+        req.grammar = ClockedOracleGrammar(r"1[0-9]*", [], now, seconds=2.0)
+        drafts = [ID[b"1"], ID[b"2"], ID[b"3"]]
+        kept, _ = stage.mask_chain(req, drafts)
+        assert req.finished and req.finished_reason.get("kind") == AbortKind.GRAMMAR, (
+            f"regex '1[0-9]*', drafts {named(drafts)} on a grammar whose every token takes 2 s, with "
+            f"max_grammar_call_seconds 0.5: the first draft's accept_token, made through `g` (the "
+            f"ChargedGrammar the given code built), is charged and aborts the request; got finished_reason "
+            f"{req.finished_reason} (walk the chain with `g`, not `req.grammar`)"
+        )
+        assert kept == [], f"an aborted request keeps no draft; the chain kept {named(kept)}"
+        assert req.grammar.accepted == [], f"the grammar must be rolled back; it holds {named(req.grammar.accepted)}"
+    finally:
+        stage.shutdown()
+
+
 # ---------------------------------------------------------------------------------------
 # task7_2: greedy acceptance
 # ---------------------------------------------------------------------------------------
@@ -686,6 +738,16 @@ def test_a_draft_tied_with_the_maximum_is_kept_only_where_argmax_picks_it():
     got = greedy(logits, [2])
     assert got == [2, 0], (
         f"{greedy_story(logits, [2], [2, 0])} (10.0002 > 10.0: no tie, compare the logits as they are); "
+        f"accept_greedy gave {got}"
+    )
+    # One float32 step apart: a softmax rounds both to the same probability (exp of -7e-9 is
+    # 1.0 in float32), and argmax of those picks token 0 where s6's argmax of the logits picks 1.
+    low = torch.tensor(0.1)
+    logits = torch.stack([low, torch.nextafter(low, torch.tensor(1.0)), torch.tensor(-1.0)])[None].repeat(2, 1)
+    got = greedy(logits, [1])
+    assert got == [1, 1], (
+        f"{greedy_story(logits, [1], [1, 1])} (token 1's logit is one float32 step above token 0's: no tie, "
+        f"rank the logits themselves, as s6's sampler does, not probabilities rounded from them); "
         f"accept_greedy gave {got}"
     )
     # Rows as wide as a vocabulary, tied across many tokens (a flat row, or the mask's few

@@ -129,4 +129,11 @@ MUTATIONS = [
         "    elif ch == '\"':\n        self.in_string = False\nelif ch == '\"':\n    self.in_string = True\n",
         '    elif ch in "\\"\'":\n        self.in_string = False\nelif ch in "\\"\'":\n    self.in_string = True\n',
     ),
+    # Stranger 7's (2026-12-06): passed while every test's arguments were JSON.
+    (
+        "task6_2",
+        "an apostrophe outside a string opens one (a Python-style {'city': 'Paris'} never closes)",
+        "elif ch == '\"':\n    self.in_string = True\n",
+        'elif ch in "\\"\'":\n    self.in_string = True\n',
+    ),
 ]

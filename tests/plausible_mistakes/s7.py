@@ -253,4 +253,28 @@ MUTATIONS = [
         "if not bool(rows[i + 1].any()):",
         "if int(rows[i + 1].sum()) == 0:",
     ),
+    # Stranger 7's wrong solutions that passed (2026-12-06, /work/scratch/stranger7), each with
+    # the test that catches it now.
+    (
+        "task7_1",
+        "the chain walks req.grammar, not the charged g (its calls never charged: a slow grammar's drafts kept)",
+        "        g.accept_token(draft)\n",
+        "        req.grammar.accept_token(draft)\n",
+    ),
+    (
+        "task7_1",
+        "the next row filled before asking whether the match ended (a matcher that took EOS refuses it)",
+        "        if g.is_terminated():  # the request ends with this draft: no row after it is read\n"
+        "            return drafts[: i + 1], rows[: i + 2]\n"
+        "        g.fill_vocab_mask(rows, i + 1)\n",
+        "        g.fill_vocab_mask(rows, i + 1)\n"
+        "        if g.is_terminated():\n"
+        "            return drafts[: i + 1], rows[: i + 2]\n",
+    ),
+    (
+        "task7_2",
+        "the argmax of a float32 softmax (logits one step apart round to one probability)",
+        "picks = logits.argmax(dim=-1).tolist()",
+        "picks = torch.softmax(logits, dim=-1).argmax(dim=-1).tolist()",
+    ),
 ]
