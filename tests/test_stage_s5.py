@@ -446,14 +446,20 @@ def test_a_budget_spent_before_the_rows_still_lets_the_longest_waiting_request_w
     """s4's jump searches run before the rows each step; with a 1 us budget they spent it
     every step, no row work began, and the request waited 5.9 million steps (90 s) until
     max_grammar_seconds aborted it. The request that has waited longest now works one slice
-    a step past the budget: the answer comes, the same as with a minute's budget."""
+    a step past the budget: the answer comes, the same as with a minute's budget.
+
+    The limits are wide for a loaded machine: a call the OS preempts takes longer by the wall
+    clock, and what passed a 1 us budget is paid back at 1 us a step sat out, so with two CPU
+    burners beside it the request took 2,700-94,000 steps and up to 38 s (1,700 steps and 0.3 s
+    quiet), and max_grammar_seconds 2 aborted it (twice in two such runs, once in a loaded
+    suite). The step cap still ends the old failure, a request that never gets a row."""
     regex = "(ab|cd)(ef|gh)(ij|kl)(mn|op)"
     outs = {}
     for budget in (60.0, 1e-6):
-        with sgl.Engine(stage="s5", grammar_step_seconds=budget, max_grammar_seconds=2.0) as eng:
+        with sgl.Engine(stage="s5", grammar_step_seconds=budget, max_grammar_seconds=60.0) as eng:
             req = eng.submit("x", {"regex": regex, "max_new_tokens": 30, "temperature": 0})
             steps = 0
-            while eng.has_work() and steps < 100_000:
+            while eng.has_work() and steps < 1_000_000:
                 eng.step()
                 steps += 1
             outs[budget] = (req.output_text, req.finished_reason["type"])
