@@ -623,6 +623,25 @@ def test_a_long_call_on_a_loaded_machine_is_paid_back_not_aborted():
     assert reason is not None and "one token of its grammar took 1.00 s" in reason
 
 
+def test_max_grammar_seconds_adds_up_work_not_a_busy_machines_waits():
+    """A request's grammar seconds (max_grammar_seconds) add up the smaller of each call's or
+    slice's wall and CPU time, as the call limit reads them: on a loaded machine a 1 us
+    budget's request was aborted past 2 s where quiet its work was 0.3 s. Work that burns the
+    thread's CPU still counts."""
+    work = s5.GrammarWork(step_seconds=1.0, max_seconds=0.02, baton=None, max_call_seconds=0.1)
+    req = Req("x", [1], SamplingParams())
+    for _ in range(3):  # waited a second for a core each time, worked a millisecond
+        assert work.charge(req, 1.0, "mask", cpu=0.001) is None
+    with work.slice(req):
+        time.sleep(0.05)  # waiting (wall), not working (CPU)
+    assert work.spent[req.rid] < 0.02, work.spent
+    with pytest.raises(GrammarError, match="max_grammar_seconds"):
+        with work.slice(req):
+            end = time.thread_time() + 0.05
+            while time.thread_time() < end:  # 50 ms of this thread's own work
+                pass
+
+
 def test_a_clients_slow_requests_pay_back_together_as_one_request():
     """Each request paid back its own slow calls: a client's n requests (n choices of an
     ambiguous EBNF on xgrammar, n=64) kept n shares of the scheduler, and every other
