@@ -543,7 +543,8 @@ class ChatCompletionRequest(_SamplingFields):
         given = params.constraint()
         if given is not None:
             # OpenAI's response_format beside tools: the answer is a tool call or a message in
-            # that format (the tag's content_schema; under "required" or a named tool, calls only).
+            # that format (the tag's content_schema; under a named tool one call, under "required" what
+            # it allows: text after a call is not held to the format, chapter 07 says why).
             if given[0] != "json_schema":
                 raise RequestError(
                     f"tools: a request with tools cannot also give {given[0]} (a JSON Schema, as "
@@ -551,8 +552,8 @@ class ChatCompletionRequest(_SamplingFields):
                     param="tools",
                 )
             del d["json_schema"]
-            # (under "required" or a named tool the answer is calls only: the format plays no
-            # part, and xgrammar and llguidance, which read no content_schema, serve it)
+            # (under "required" or a named tool no content_schema is made, so xgrammar and
+            # llguidance, which read none, serve it too)
             if not constraint.value.get("at_least_one"):
                 constraint.value["content_schema"] = json.loads(given[1])
         try:
