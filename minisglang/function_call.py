@@ -163,6 +163,28 @@ def tool_constraint(
     )
 
 
+def calls_only(constraint: ToolConstraint) -> ToolConstraint:
+    """`constraint` (a tag with at_least_one) allowing tool calls and nothing else: one call or
+    several back to back, no free text between or after them. What "required" allows beside
+    a response_format: its text would have to be in the format, which the libraries' tags
+    cannot carry (no content_schema), so there is none. A v2 tag (tags_with_separator, an
+    empty separator), which every backend that compiles tags reads."""
+    value = constraint.value
+    if value["stop_after_first"]:
+        return constraint  # exactly one call already
+    tags = [
+        {
+            "type": "tag",
+            "begin": s["begin"],
+            "content": {"type": "json_schema", "json_schema": s["schema"]},
+            "end": s["end"],
+        }
+        for s in value["structures"]
+    ]
+    fmt = {"type": "tags_with_separator", "tags": tags, "separator": "", "at_least_one": True}
+    return ToolConstraint("structural_tag", {"type": "structural_tag", "format": fmt})
+
+
 # ---------------------------------------------------------------------- text -> calls
 @dataclass
 class ToolCall:

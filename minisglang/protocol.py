@@ -34,7 +34,15 @@ from pydantic import (
 
 from .constrained.json_schema import repeated_key, short_value, shown_numeral, underflows
 from .core import OPENAI_MAX_STOP, OPENAI_MAX_TEMPERATURE, OPENAI_SEED_LIMIT, SamplingParams
-from .function_call import TOOL_NAME, FunctionTool, ToolChoice, ToolConstraint, arguments_schema, tool_constraint
+from .function_call import (
+    TOOL_NAME,
+    FunctionTool,
+    ToolChoice,
+    ToolConstraint,
+    arguments_schema,
+    calls_only,
+    tool_constraint,
+)
 
 
 class RequestError(ValueError):
@@ -543,8 +551,7 @@ class ChatCompletionRequest(_SamplingFields):
         given = params.constraint()
         if given is not None:
             # OpenAI's response_format beside tools: the answer is a tool call or a message in
-            # that format (the tag's content_schema; under a named tool one call, under "required" what
-            # it allows: text after a call is not held to the format, chapter 07 says why).
+            # that format (the tag's content_schema; under "required" or a named tool, calls only).
             if given[0] != "json_schema":
                 raise RequestError(
                     f"tools: a request with tools cannot also give {given[0]} (a JSON Schema, as "
@@ -552,9 +559,12 @@ class ChatCompletionRequest(_SamplingFields):
                     param="tools",
                 )
             del d["json_schema"]
-            # (under "required" or a named tool no content_schema is made, so xgrammar and
-            # llguidance, which read none, serve it too)
-            if not constraint.value.get("at_least_one"):
+            if constraint.value["at_least_one"]:
+                # Under "required" or a named tool the answer is calls only (text after a call
+                # would have to be in the format): no content_schema, so xgrammar and
+                # llguidance, which read none, serve it too.
+                constraint = calls_only(constraint)
+            else:
                 constraint.value["content_schema"] = json.loads(given[1])
         try:
             return SamplingParams.from_dict({**d, constraint.kind: constraint.value})

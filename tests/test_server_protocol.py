@@ -19,7 +19,15 @@ from openai.resources.chat.completions import Completions
 
 import minisglang as sgl
 from minisglang.backends.base import InvalidGrammarObject, get_backend_class
-from minisglang.constrained.json_schema import build_regex_from_schema
+from minisglang.constrained.json_schema import build_regex_from_schema, build_schema_tree
+from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
+from minisglang.constrained.lazy_regex import RegexPool
+from minisglang.constrained.lazy_regex_parser import parse_regex
+from minisglang.constrained.regex_ast import lower
+from minisglang.constrained.structural_tag import StructuralTag
+from minisglang.constrained.structural_tag_parse import parse_any_structural_tag
+from minisglang.constrained.structural_tag_regex import format_regex
+from minisglang.function_call import format_call
 from minisglang.protocol import ChatCompletionRequest, CompletionRequest, GenerateRequest, RequestError, parse
 from minisglang.server import ServerOptions, create_app
 from minisglang.stages import default_stage
@@ -272,7 +280,9 @@ def xgrammar_backend():
 def test_response_format_beside_tools_is_a_content_schema_only_where_a_message_may_answer(choice, content, request):
     """Under "required" or a named tool the answer is calls only, so the format plays no
     part: it was added anyway, and xgrammar and llguidance (which read no content_schema)
-    refused the Agents SDK's tools + output type on every turn (a stranger's find)."""
+    refused the Agents SDK's tools + output type on every turn (a stranger's find). With
+    "required" the tag was then plain "required"'s, which lets free text follow a call: text
+    the format never saw (a cold reader's find); now the calls come back to back, alone."""
     tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
     fmt = {"type": "json_schema", "json_schema": {"name": "out", "schema": {"type": "object"}}}
     body = {
@@ -286,6 +296,23 @@ def test_response_format_beside_tools_is_a_content_schema_only_where_a_message_m
     if not content:  # a library backend serves it
         compiled = request.getfixturevalue("xgrammar_backend")._compile_safely("structural_tag", json.dumps(tag))
         assert not isinstance(compiled, InvalidGrammarObject)
+        matches = fsm_tag_matcher(tag)
+        call = format_call("f", "{}")
+        assert matches(call) and not matches(call + " and some text") and not matches("Hi " + call)
+        assert matches(call + call) == (choice == "required"), "several calls, back to back, under required only"
+        assert not matches(call + "x" + call)
+
+
+def fsm_tag_matcher(tag: dict):
+    """Whether a text is an output the tag allows, read by the fsm backend's automaton."""
+    spec = parse_any_structural_tag(tag)
+    pool = RegexPool()
+    if isinstance(spec, StructuralTag):
+        node = parse_regex(spec.to_regex(build_regex_from_schema), pool)
+    else:
+        node = lower(format_regex(spec, lambda schema, ws: build_schema_tree(schema, whitespace=ws)), pool)
+    dfa = LazyByteDFA(node, pool)
+    return lambda text: dfa.matches(text.encode())
 
 
 def test_top_p_zero_is_greedy_as_in_openais_api():
