@@ -87,7 +87,7 @@ def test_mining_examples_are_training_extraction_texts_only():
 def test_mined_examples_are_well_formed():
     """Mined with the bundled model: each is a training example with its right answer, and its
     record says where the greedy answer leaves it, inside a value."""
-    examples = mine_failures.mining_examples(150, 5)
+    examples = mine_failures.mining_examples(80, 5)  # 28 texts, 4 mined (3 at a name or an age): 5 s, not 20
     mined = mine_failures.mine(MODEL, examples)
     assert mined, "the bundled model gets some training texts wrong"
     users = {ex["user"] for ex in examples}
@@ -99,7 +99,9 @@ def test_mined_examples_are_well_formed():
         assert m["kind"] in ("over", "short", "wrong") and m["want"] != m["got"]
         assert 0 < m["at"] < len(answer) and mine_failures.value_labels(answer)[m["at"]]
         assert m["key"] in make_corpus.KEY_ORDER
-    only = mine_failures.mine(MODEL, examples, ["name", "age"])
+    # (teacher-forced: a field's miss is a first miss, so only the mined texts can have one)
+    missed = [ex for ex in examples if ex["user"] in {m["user"] for m in mined}]
+    only = mine_failures.mine(MODEL, missed, ["name", "age"])
     assert only and {ex["mined"]["key"] for ex in only} <= {"name", "age"}
 
 
