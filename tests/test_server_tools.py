@@ -659,9 +659,13 @@ def test_an_unsupported_schema_keyword_is_a_400_naming_it(client, stream):
     tools = [*TOOLS, {"type": "function", "function": {"name": "tag", "parameters": tags}}]
     err = refused(client, tools=tools, tool_choice="auto", stream=stream)
     assert "uniqueItems" in err.body["message"]
-    # The tool is named where the engine's message says which structure it is.
+    # The tool is named where the engine's message says which structure it is, and where it
+    # says which tag of the calls-only tag ("required" beside a response_format) it is.
     assert err.body["param"] == "tools[2].function.parameters"
     assert err.body["message"].startswith(err.body["param"] + ": ")
+    fmt = {"type": "json_schema", "json_schema": {"name": "out", "schema": {"type": "object"}}}
+    err = refused(client, tools=tools, tool_choice="required", response_format=fmt, stream=stream)
+    assert "uniqueItems" in err.body["message"] and err.body["param"] == "tools[2].function.parameters", err.body
     # The server keeps serving: the next request with good tools is answered.
     assert check_calls(chat(client, tool_choice="required", parallel_tool_calls=False).choices[0])
 

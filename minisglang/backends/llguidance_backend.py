@@ -80,6 +80,7 @@ from .ignored_keywords import (
     SchemaObject,
     as_object_schema,
     format_as_pattern,
+    is_whole,
     number_bound,
     refuse_ignored_keywords,
     refuse_unused_triggers,
@@ -187,6 +188,14 @@ def negated_shorthand(pattern: str) -> bool:
     return False
 
 
+def _fractional_multiple(schema: SchemaObject) -> bool:
+    """A `multipleOf` that is not a whole number: llguidance divides the number's decimal
+    text, Python's jsonschema the doubles, and they disagree (0.3 is a multiple of 0.1 to
+    one, not to the other: a stranger's tool fuzzing got 0.3 and 0.6 under multipleOf 0.1)."""
+    value = schema["multipleOf"]
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and not is_whole(value)
+
+
 def _zero_floor_below_one(schema: SchemaObject) -> bool:
     """exclusiveMinimum 0 with a maximum under 1: llguidance (1.9) then allows 0 itself."""
     top = number_bound(schema, "maximum", "exclusiveMaximum")
@@ -231,6 +240,11 @@ IGNORED = (
     *_pattern_rules(_READ_OTHERWISE, read_otherwise),
     IgnoredKeyword("exclusiveMinimum", "of 0 with a maximum under 1 (it allows 0)", _zero_floor_below_one),
     IgnoredKeyword("exclusiveMaximum", "of 0 with a minimum over -1 (it allows -0)", _zero_ceiling_above_minus_one),
+    IgnoredKeyword(
+        "multipleOf",
+        "that is not a whole number (it divides the decimal text; Python's jsonschema divides doubles)",
+        _fractional_multiple,
+    ),
     REPEATED_KEYS,
 )
 
