@@ -237,8 +237,12 @@ def expected_fill(reqs, vocab_size: int = VOCAB_SIZE) -> torch.Tensor:
 @settings(max_examples=60, deadline=None)
 @given(batches(fsm_of=compiled_with_oracle_rows, max_size=12))
 def test_fill_mask_writes_each_requests_state_row(reqs):
+    """Every row is written, an unconstrained or finished request's too: the buffer may hold an
+    earlier step's rows (here a stale pattern), and a solution that wrote only the constrained
+    rows served them (a stranger's, hidden while every caller passed a fresh all-ones mask)."""
     stage = make_stage(BatchedMaskStage)
     mask = stage.allocate_mask(len(reqs))
+    mask.fill_(0x01010101)  # an earlier step's rows
     stage.fill_mask(mask, reqs)
     assert mask.dtype == torch.int32 and mask.shape == (len(reqs), (VOCAB_SIZE + 31) // 32), (
         f"fill_mask must fill the allocated int32 mask of shape {(len(reqs), (VOCAB_SIZE + 31) // 32)} in place; "
@@ -268,6 +272,7 @@ def test_fill_mask_keeps_each_request_on_its_own_fsm():
     reqs = [make_req(yes_no, 0), make_req(number, 0), make_req(None), make_req(yes_no, 0), make_req(number, 0)]
     reqs[3].finish("abort", AbortKind.CANCELLED, message="client left")
     mask = stage.allocate_mask(len(reqs))
+    mask.fill_(0x01010101)  # an earlier step's rows: every row is written, the all-allowed ones too
     stage.fill_mask(mask, reqs)
     wrong = wrong_rows(mask, reqs)
     assert not wrong, (

@@ -512,6 +512,25 @@ def test_get_fsm_returns_one_compiled_fsm_equal_to_the_brute_force_index(stage):
 
 
 @pytest.mark.task3_2
+def test_a_compile_that_failed_after_making_its_fsm_is_an_error(stage, monkeypatch):
+    """A compile can fail after its FSM is made (here, measuring its size raises): the entry
+    then holds a value and an error, and get_fsm raises the error. A check of the value alone
+    returned the FSM of a failed compile (a stranger's solution)."""
+    regex = "[0-9]{3}-[0-9]"
+
+    def sizeof(value):
+        raise RuntimeError("cannot measure this FSM")
+
+    monkeypatch.setattr(stage.cache, "sizeof", sizeof)
+    error = raises_constraint_error(
+        lambda: stage.cache.get_fsm(regex, timeout=30),
+        f"get_fsm({regex!r}) on a compile that made its FSM and then failed (its entry has a value and an "
+        f"error) must raise ConstraintError with the error: ask entry.error, not entry.value",
+    )
+    assert "cannot measure this FSM" in str(error), f"the ConstraintError must carry the entry's error; got {error}"
+
+
+@pytest.mark.task3_2
 def test_get_fsm_timeout_raises_and_the_compile_goes_on(stage):
     opened = gate(stage.cache, DATE)
     want = f"compiling regex '{DATE}' took longer than 0.05 s"

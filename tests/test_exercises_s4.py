@@ -197,6 +197,22 @@ def test_jump_forward_stops_on_a_cycle_of_forced_characters():
 
 
 @pytest.mark.task4_1
+@pytest.mark.parametrize("regex, done, forced", [("(ab)*c", "a", "b"), ("(abc)*d", "ab", "c")])
+def test_a_forced_character_back_into_state_0_is_a_char_edge(regex, done, forced):
+    """State 0 is a state like any other: after `a` in `(ab)*c` only `b` may follow, and it
+    leads back to the start (a stranger's map dropped the edge: `and nxt` reads state 0 as
+    false)."""
+    dfa = compile_regex(regex)
+    jm = JumpForwardMap.build(dfa, ByteDFA.from_char_dfa(dfa))
+    state, back = dfa.walk(0, done), dfa.walk(0, done + forced)
+    assert jm.char_edges.get(state) == (forced, back), (
+        f"regex {regex!r}, state {state} after {done!r}: only {forced!r} may follow, into state {back}, so "
+        f"char_edges[{state}] must be {(forced, back)!r} (a next state 0 is live: only -1 is dead); got "
+        f"{jm.char_edges.get(state)!r}"
+    )
+
+
+@pytest.mark.task4_1
 @pytest.mark.parametrize("regex, done", [("x[^x]", "x"), ("[^b]b", ""), ('"[^"]"', '"')])
 def test_one_edge_of_many_characters_is_a_choice_not_a_jump(regex, done):
     """A state with a single edge still branches when the edge takes several characters:
@@ -218,11 +234,13 @@ def test_one_edge_of_many_characters_is_a_choice_not_a_jump(regex, done):
 
 
 @pytest.mark.task4_1
-@pytest.mark.parametrize("regex", ["ab中c", "(x|y)文", "é?[0-9]", "(中文)*x"])
+@pytest.mark.parametrize("regex", ["ab中c", "(x|y)文", "é?[0-9]", "(中文)*x", "(中|丰)", "[é-ÿ]x"])
 def test_byte_edges_are_the_intermediate_states_with_one_next_byte(regex):
     """The page's rule, checked on the map itself: byte_edges holds every intermediate state
     (half a character read) whose row has exactly one live byte, and no other state. In
-    `(中文)*x` the last byte of 文 leads back to state 0, a live state like any other."""
+    `(中文)*x` the last byte of 文 leads back to state 0, a live state like any other. After
+    `E4 B8` in `(中|丰)` two bytes are live though both end the character in one state: a
+    choice (a stranger's map forced 中 there), as is every byte after `C3` in `[é-ÿ]x`."""
     dfa = compile_regex(regex)
     byte_dfa = ByteDFA.from_char_dfa(dfa)
     jm = JumpForwardMap.build(dfa, byte_dfa)

@@ -91,6 +91,7 @@ def row_diff(got: torch.Tensor, want: torch.Tensor) -> str:
 @given(st.sampled_from(REGEXES), st.lists(st.integers(0, 10_000), min_size=1, max_size=14), st.integers(0, 2))
 # Row 0 of 3: a fill that writes from its row on (`vocab_mask[idx:]`) changes rows 1 and 2.
 @example(regex=r"(yes|no)", choices=[0, 0], row=0)
+@example(regex=r"(yes|no)", choices=[4, 0], row=0)  # the token `no`: only EOS may follow, terminated
 def test_walk_masks_and_termination_equal_brute_force(synthetic_backend, regex, choices, row):
     g = start(synthetic_backend, regex)
     prefix = b""
@@ -115,6 +116,13 @@ def test_walk_masks_and_termination_equal_brute_force(synthetic_backend, regex, 
             assert g.is_terminated(), f"regex {regex!r}: EOS accepted after {prefix!r} must terminate the matcher"
             return
         prefix += VOCAB[token]
+        # The move records it (`self.terminated`), read before anything else asks the matcher
+        # (a stranger's accept_token never set it; is_terminated's prepare() made up for it).
+        done = oracle_allowed(regex, prefix) == {EOS}
+        assert g.terminated == done, (
+            f"regex {regex!r}: after accepting token {token} ({prefix!r}) accept_token must set "
+            f"self.terminated to {done} (only EOS may follow: {done}); it is {g.terminated}"
+        )
 
 
 @pytest.mark.task5_1

@@ -85,4 +85,11 @@ MUTATIONS = [
         "bits.flatten(-2)[..., :vocab_size]",
         "bits.flatten(1)[..., :vocab_size]",
     ),
+    # Stranger 15's (2026-12-06, /work/scratch/stranger15): passed the grader, each caught now.
+    (
+        "task2_3",
+        "only the constrained rows written (an unconstrained request's row left as the buffer had it)",
+        "torch.stack(rows, out=mask)",
+        "for i, req in enumerate(reqs):\n    if req.grammar is not None and not req.finished:\n        mask[i] = rows[i]",
+    ),
 ]

@@ -225,4 +225,11 @@ MUTATIONS = [
         "if not entry.event.wait(timeout):",
         "entry.event.wait(timeout)\nif not entry.event.wait(timeout):",
     ),
+    # Stranger 15's (2026-12-06, /work/scratch/stranger15): passed the grader, each caught now.
+    (
+        "task3_2",
+        "the value asked instead of the error (a compile that failed after making its FSM returns it)",
+        "if entry.error is not None:\n    raise ConstraintError(entry.error)",
+        'if entry.value is None:\n    raise ConstraintError(entry.error or "compile failed")',
+    ),
 ]

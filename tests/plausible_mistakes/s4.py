@@ -209,4 +209,17 @@ MUTATIONS = [
         'cannot cycle here; guard anyway\n    ch, state = self.char_edges[state]\n    out += ch.encode("utf-8")\n'
         "return (bytes(out), start) if out else None",
     ),
+    # Stranger 15's (2026-12-06, /work/scratch/stranger15): passed the grader, each caught now.
+    (
+        "task4_1",
+        "a half-written character whose live bytes all reach one state taken as forced (the first byte)",
+        "    if len(options) == 1:\n",
+        "    if len(options) >= 1 and len(set(byte_dfa.table[state, options].tolist())) == 1:\n",
+    ),
+    (
+        "task4_1",
+        "a forced character back into state 0 dropped (`and nxt` reads state 0 as false)",
+        "if not char_class.negated and len(char_class.chars) == 1:",
+        "if not char_class.negated and len(char_class.chars) == 1 and nxt:",
+    ),
 ]

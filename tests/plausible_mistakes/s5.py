@@ -195,4 +195,11 @@ MUTATIONS = [
         "need = max(min_items - i, 0)\n        out = EPSILON\n        for _ in range(need):\n"
         "            out = out + sep + items\n        return out + _repeat(sep + items, 0, None if hi is None else hi - need)",
     ),
+    # Stranger 15's (2026-12-06, /work/scratch/stranger15): passed the grader, each caught now.
+    (
+        "task5_1",
+        "the move records nothing in self.terminated (is_terminated's prepare made up for it)",
+        "self.state = nxt\nself.terminated = self.fsm.is_complete(nxt)  # accepting, and only EOS can follow",
+        "self.state = nxt",
+    ),
 ]
