@@ -668,6 +668,27 @@ def test_mask_logits_masks_row_i_for_request_i_and_skips_the_others():
     )
 
 
+@pytest.mark.task1_4
+def test_a_forbidden_infinite_logit_becomes_minus_inf_not_nan():
+    """A logit can be +inf (a float16 overflow): forbidden, it is -inf. A row added as 0 or -inf
+    gives inf + -inf = nan there, and sampling from a row holding nan fails (a stranger's
+    solution); an allowed +inf stays."""
+    stage = make_stage()
+    stage.allowed_mask = oracle_row
+    req = make_req(compiled(r"(yes|no)"))
+    allowed = oracle_row(req.grammar)
+    logits = torch.zeros(1, VOCAB_SIZE)
+    forbidden, ok = int((~allowed).nonzero()[0]), int(allowed.nonzero()[0])
+    logits[0, forbidden] = logits[0, ok] = float("inf")
+    stage.mask_logits(logits, [req])
+    assert logits[0, forbidden] == float("-inf") and logits[0, ok] == float("inf"), (
+        f"(yes|no) at its start, +inf at the forbidden token {forbidden} and the allowed token {ok}: expected "
+        f"-inf and +inf (masked_fill, not an added mask: inf + -inf is nan); got {logits[0, forbidden].item()} "
+        f"and {logits[0, ok].item()}"
+    )
+    assert not logits.isnan().any(), "mask_logits left nan in the row"
+
+
 # ---------------------------------------------------------------------------------------
 # task1_5: MaskedFillStage.advance
 # ---------------------------------------------------------------------------------------

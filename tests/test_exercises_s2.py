@@ -328,6 +328,20 @@ def test_apply_mask_sets_minus_inf_where_the_bit_is_zero(batch, v, seed):
 
 
 @pytest.mark.task2_4
+def test_a_forbidden_infinite_logit_becomes_minus_inf_not_nan():
+    """A logit can be +inf (a float16 overflow): forbidden, it is -inf. A mask added as 0 or -inf
+    gives inf + -inf = nan there, and a softmax over a row holding nan is nan everywhere (a
+    stranger's solution); an allowed +inf stays."""
+    inf = float("inf")
+    logits = torch.tensor([[inf, 0.5, inf, -1.0]])
+    apply_bitmask_torch(logits, torch.tensor([[0b0110]], dtype=torch.int32))  # tokens 1 and 2 allowed
+    assert logits.tolist() == [[-inf, 0.5, inf, -inf]], (
+        f"logits [inf, 0.5, inf, -1] with tokens 1 and 2 allowed: set -inf where forbidden (masked_fill), "
+        f"expected [-inf, 0.5, inf, -inf]; got {logits.tolist()}"
+    )
+
+
+@pytest.mark.task2_4
 def test_apply_mask_all_ones_changes_nothing():
     logits = torch.randn(3, 77)
     before = logits.clone()

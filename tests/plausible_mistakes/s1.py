@@ -131,4 +131,11 @@ MUTATIONS = [
         "return row",
         "row[grammar.fsm.index.eos_token_id] = True\nreturn row",
     ),
+    # Stranger 15's (2026-12-06): an added mask makes nan of a forbidden +inf logit.
+    (
+        "task1_4",
+        "the mask added (0 or -inf), not filled in: a forbidden +inf logit becomes nan",
+        'logits[i].masked_fill_(~row, float("-inf"))',
+        'logits[i] += torch.where(row, 0.0, float("-inf")).to(logits.dtype)',
+    ),
 ]

@@ -92,4 +92,10 @@ MUTATIONS = [
         "torch.stack(rows, out=mask)",
         "for i, req in enumerate(reqs):\n    if req.grammar is not None and not req.finished:\n        mask[i] = rows[i]",
     ),
+    (
+        "task2_4",
+        "the mask added (0 or -inf), not filled in: a forbidden +inf logit becomes nan",
+        'logits.masked_fill_(~allowed, float("-inf"))',
+        'logits += torch.where(allowed, 0.0, float("-inf")).to(logits.dtype)',
+    ),
 ]
