@@ -202,6 +202,13 @@ IGNORED = (
     IgnoredKeyword("dependentSchemas"),
     IgnoredKeyword("dependencies"),
     IgnoredKeyword("required", "for a property 'properties' does not list", requires_unlisted),
+    # (it refuses the whole schema with "Schema 'false' cannot accept any value", where `false`
+    # only forbids that key: a stranger's tool fuzzing saw the raw text 8 times)
+    IgnoredKeyword(
+        "properties",
+        "holding a property whose schema is false (a key the object may not have)",
+        lambda s: isinstance(s["properties"], dict) and any(v is False for v in s["properties"].values()),
+    ),
     IgnoredKeyword("patternProperties", "for a name 'properties' lists", pattern_meets_listed_name),
     # (found by a stranger's fuzzer: `{"xy": 1}` under `^x` strings and `y$` integers)
     IgnoredKeyword(
