@@ -50,6 +50,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .constrained.json_pointer import resolve_pointer
+from .constrained.structural_tag_format import (
+    JSONSchemaFormat,
+    StructuralTagFormat,
+    TagFormat,
+    TagsWithSeparatorFormat,
+)
 
 TRIGGER = "<tool_call>"
 CALL_END = "}</tool_call>"  # closes the {"name": ..., "arguments": ...} object, then the tag
@@ -172,17 +178,9 @@ def calls_only(constraint: ToolConstraint) -> ToolConstraint:
     value = constraint.value
     if value["stop_after_first"]:
         return constraint  # exactly one call already
-    tags = [
-        {
-            "type": "tag",
-            "begin": s["begin"],
-            "content": {"type": "json_schema", "json_schema": s["schema"]},
-            "end": s["end"],
-        }
-        for s in value["structures"]
-    ]
-    fmt = {"type": "tags_with_separator", "tags": tags, "separator": "", "at_least_one": True}
-    return ToolConstraint("structural_tag", {"type": "structural_tag", "format": fmt})
+    tags = tuple(TagFormat(s["begin"], JSONSchemaFormat(s["schema"]), s["end"]) for s in value["structures"])
+    spec = StructuralTagFormat(TagsWithSeparatorFormat(tags, "", at_least_one=True))
+    return ToolConstraint("structural_tag", spec.to_dict())
 
 
 # ---------------------------------------------------------------------- text -> calls

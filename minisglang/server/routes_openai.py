@@ -181,8 +181,7 @@ def tool_refusal(e: RequestError, body: ChatCompletionRequest) -> RequestError:
     param = "tools"
     # (a v1 tag's structure i, or tag i of the calls-only v2 tag: function_call.calls_only)
     m = re.search(r"structures\[(\d+)\]|format\.tags\[(\d+)\]", str(e))
-    i = int(m.group(1) or m.group(2)) if m else len(names)
-    if i < len(names):
+    if m and (i := int(m.group(1) or m.group(2))) < len(names):
         tool_index = [t.name for t in body.function_tools()].index(names[i])
         param = f"tools[{tool_index}].function.parameters"
     return RequestError(f"{param}: {e}", param=param)
