@@ -7,10 +7,11 @@ Oracles: `jsonschema` for outputs; the JSON-Schema-Test-Suite run through each a
 """
 
 import json
+from decimal import Decimal
 
 import jsonschema
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_backends import (  # noqa: F401  (backends, tokenizer: test_backends' fixtures)
     BACKENDS,
@@ -135,8 +136,6 @@ IGNORED_CASES = [
     ("llguidance", {**S, "pattern": "^(?i)ab$"}, "pattern", "#"),
     ("llguidance", {"type": "object", "properties": {"a": {**S, "pattern": "\\x{41}"}}}, "pattern", "#/properties/a"),
     ("llguidance", {"type": "object", "patternProperties": {"[a-z--q]": INT}}, "patternProperties", "#"),
-    ("llguidance", {"type": "number", "exclusiveMinimum": 0, "maximum": 0.5}, "exclusiveMinimum", "#"),
-    ("llguidance", {"type": "number", "exclusiveMaximum": 0, "minimum": -0.9}, "exclusiveMaximum", "#"),
     # llguidance divides the decimal text: 0.3 under multipleOf 0.1 (a stranger's tool fuzzing)
     ("llguidance", {"type": "object", "properties": {"x": {"multipleOf": 0.1}}}, "multipleOf", "#/properties/x"),
     # an empty list accepts no value: the libraries wrote "", `{"a": }` or a whole object with
@@ -381,6 +380,21 @@ BROKEN_BEFORE = [
     ("xgrammar", {**S, "format": "time"}, '"06:29:1945172307Z"', '"06:29:19Z"'),  # (its fraction's `?`)
     # llguidance: a leap second at any minute
     ("llguidance", {**S, "format": "time"}, '"21:09:60Z"', '"21:09:59Z"'),
+    # llguidance holds a number's decimal text to a bound, the validator its double: texts with
+    # more digits than a double keeps round onto the bound (a stranger's tool fuzzing), and it
+    # read a 16-digit bound as 1; at 0 it allowed 0 itself beside a maximum under 1
+    ("llguidance", {"type": "number", "exclusiveMinimum": 1}, "1.00000000000000001", "1.5"),
+    ("llguidance", {"type": "number", "exclusiveMaximum": 2}, "1.99999999999999999", "1.5"),
+    ("llguidance", {"type": "number", "exclusiveMinimum": 0}, "0." + "0" * 330 + "1", "0.0001"),
+    ("llguidance", {"type": "number", "maximum": 0.9999999999999999}, "1", "0.5"),
+    ("llguidance", {"type": "number", "exclusiveMinimum": 0, "maximum": 0.5}, "0", "0.25"),
+    ("llguidance", {"type": "number", "exclusiveMaximum": 0, "minimum": -0.9}, "-0", "-0.25"),
+    (
+        "llguidance",
+        {"type": "object", "properties": {"x": {"type": ["number", "null"], "exclusiveMinimum": 0.1}}},
+        '{"x": 0.10000000000000001}',
+        '{"x": 0.2}',
+    ),
     # xgrammar wrote a name pattern's `"` raw inside the name (a stranger's fuzzing)
     (
         "xgrammar",
@@ -404,6 +418,49 @@ def test_a_library_no_longer_takes_what_the_schema_rejects(backends, tokenizer, 
             oracle = False
         assert oracle == valid, (text, "the oracle disagrees with the case")
         assert accepts_json(backends[name], tokenizer, schema, text) == valid, (name, schema, text)
+
+
+def near_texts(bound: float) -> list[str]:
+    """Decimal texts within 1e-1 .. 1e-21 (relative) of `bound` on both sides, the bound's own
+    text, and near 0 texts with up to 330 zeros after the point."""
+    exact = Decimal(repr(bound))
+    texts = {format(exact, "f")}
+    for k in range(1, 22):
+        for step in (1, 5, 9):
+            for sign in (1, -1):
+                texts.add(format(exact + sign * step * Decimal(10) ** (exact.adjusted() - k), "f"))
+    if bound == 0:
+        texts |= {f"{sign}0.{'0' * zeros}1" for zeros in (5, 29, 30, 330) for sign in ("", "-")}
+    return sorted(texts)
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    bound=st.floats(min_value=-1e12, max_value=1e12, allow_nan=False) | st.sampled_from([0.0, 1.0, 0.1, 5e-324]),
+    keyword=st.sampled_from(["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"]),
+)
+@example(bound=0.9999999999999999, keyword="maximum")
+@example(bound=1.0, keyword="exclusiveMinimum")
+@example(bound=-1e-40, keyword="exclusiveMaximum")
+def test_llguidance_holds_a_number_to_its_bound_as_a_validator_does(backends, tokenizer, bound, keyword):
+    """Every text near a bound that the llguidance backend takes reads, as a double, inside the
+    bound (jsonschema is the oracle), and a text well inside is taken: the adapter hands
+    llguidance bounds of at most 15 digits, rounded inwards."""
+    schema = {"type": "number", keyword: bound}
+    g = compiled(backends["llguidance"], "json_schema", json.dumps(schema))
+    assert not isinstance(g, InvalidGrammarObject), g.message
+    taken = [t for t in near_texts(bound) if accepts_json(backends["llguidance"], tokenizer, schema, t)]
+    wrong = [t for t in taken if not jsonschema.Draft202012Validator(schema).is_valid(json.loads(t))]
+    assert not wrong, (schema, wrong[:3])
+    exact = Decimal(repr(bound))
+    inside = format(exact + (abs(exact) + 1) * (1 if "inimum" in keyword else -1), "f")
+    assert accepts_json(backends["llguidance"], tokenizer, schema, inside), (schema, inside)
+
+
+def test_llguidance_refuses_bounds_with_no_number_it_can_hold_between_them(backends):
+    schema = {"type": "number", "exclusiveMinimum": 1, "exclusiveMaximum": 1.0000000000000004}
+    g = compiled(backends["llguidance"], "json_schema", json.dumps(schema))
+    assert isinstance(g, InvalidGrammarObject) and "no number of at most 15 significant digits" in g.message, g
 
 
 @pytest.mark.parametrize("name", LIBRARIES)

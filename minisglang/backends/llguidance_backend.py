@@ -31,8 +31,10 @@ What this adapter adds:
 - `is_terminated` is llguidance's `is_stopped()`: EOS accepted, or nothing but EOS can
   follow, the same rule as our fsm backend;
 - a `json_schema` using a keyword llguidance gets wrong (IGNORED: a `pattern` class such as
-  `[^"]` whose JSON escapes it writes too widely, an exclusive bound of 0 beside a bound
-  under 1) is refused, naming it; a known `format` becomes the fsm backend's pattern for it
+  `[^"]` whose JSON escapes it writes too widely, a `multipleOf` that is not whole) is
+  refused, naming it; number bounds are handed over as ones it holds exactly
+  (`bounds_as_safe_decimals`: it compares decimal text, where validators compare doubles);
+  a known `format` becomes the fsm backend's pattern for it
   (`format_as_pattern`: llguidance's `time` allows a leap second at any minute);
 - jump forward uses llguidance's forced bytes (`compute_ff_bytes`).
 """
@@ -41,10 +43,12 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import re
 import threading
 import warnings
 from collections.abc import Callable, Iterator
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import TYPE_CHECKING, Any
 
 import llguidance as llg
@@ -196,18 +200,6 @@ def _fractional_multiple(schema: SchemaObject) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and not is_whole(value)
 
 
-def _zero_floor_below_one(schema: SchemaObject) -> bool:
-    """exclusiveMinimum 0 with a maximum under 1: llguidance (1.9) then allows 0 itself."""
-    top = number_bound(schema, "maximum", "exclusiveMaximum")
-    return number_bound(schema, "exclusiveMinimum") == 0 and top is not None and top < 1
-
-
-def _zero_ceiling_above_minus_one(schema: SchemaObject) -> bool:
-    """exclusiveMaximum 0 with a minimum over -1: llguidance (1.9) then allows -0."""
-    bottom = number_bound(schema, "minimum", "exclusiveMinimum")
-    return number_bound(schema, "exclusiveMaximum") == 0 and bottom is not None and bottom > -1
-
-
 _READ_OTHERWISE = (
     "as ECMA-262 and Python read it: its Rust regex reads this pattern otherwise (an inline flag, "
     "\\x{..}, \\z, or '&&', '--', '~~', '||' or '[:' inside a class)"
@@ -238,8 +230,6 @@ IGNORED = (
     *_pattern_rules(_NEGATED_SHORTHAND, negated_shorthand),
     *_pattern_rules(_MISQUOTED, misquoted_class),
     *_pattern_rules(_READ_OTHERWISE, read_otherwise),
-    IgnoredKeyword("exclusiveMinimum", "of 0 with a maximum under 1 (it allows 0)", _zero_floor_below_one),
-    IgnoredKeyword("exclusiveMaximum", "of 0 with a minimum over -1 (it allows -0)", _zero_ceiling_above_minus_one),
     IgnoredKeyword(
         "multipleOf",
         "that is not a whole number (it divides the decimal text; Python's jsonschema divides doubles)",
@@ -247,6 +237,66 @@ IGNORED = (
     ),
     REPEATED_KEYS,
 )
+
+
+# ------------------------------------------------- JSON Schema: number bounds llguidance can hold
+# llguidance holds a number's decimal TEXT to a bound, Python's jsonschema its DOUBLE, and a text
+# with more digits than a double keeps can round onto the bound: under exclusiveMinimum 1 it wrote
+# 1.00000000000000001, which reads as 1.0 (a stranger's tool fuzzing). It also reads a bound of 16-17
+# digits inexactly (it let 1 through under maximum 0.9999999999999999). So a bound is handed to it as
+# an inclusive one of at most SAFE_DIGITS significant digits, rounded inwards (an exclusive one from
+# the next double inwards): distinct decimals of 15 digits are distinct doubles, so every text on the
+# inner side of such a bound reads as a double inside the schema's bound. What this loses: numbers of
+# 16-17 digits within ~1e-14 (relative) of a bound, which a model rarely writes.
+SAFE_DIGITS = 15
+# Near 0 llguidance's range regex nests one group per leading zero of the bound (it refused 1e-100:
+# "regex parse error"): a bound inside (-TINY, TINY) moves inwards to +-TINY or 0, so exclusiveMinimum
+# 0 is minimum 1e-30 (losing texts with 30 or more zeros after the point).
+TINY = Decimal("1e-30")
+
+
+def _inner_decimal(value: float, upwards: bool) -> Decimal:
+    """The decimal of at most SAFE_DIGITS significant digits nearest `value`'s shortest text on
+    the inner side (`upwards` for a lower bound), moved off (-TINY, TINY) inwards."""
+    text = Decimal(repr(float(value)))
+    if text:
+        step = Decimal(1).scaleb(text.adjusted() - SAFE_DIGITS + 1)
+        text = text.quantize(step, rounding=ROUND_CEILING if upwards else ROUND_FLOOR)
+    if -TINY < text < TINY and text:
+        text = (TINY if text > 0 else Decimal(0)) if upwards else (-TINY if text < 0 else Decimal(0))
+    return text
+
+
+def _bound(schema: SchemaObject, inclusive: str, exclusive: str, upwards: bool) -> Decimal | None:
+    """The tightest inclusive bound of SAFE_DIGITS digits implied by `inclusive` and `exclusive`."""
+    found = []
+    if (value := number_bound(schema, inclusive)) is not None:
+        found.append(_inner_decimal(value, upwards))
+    if (value := number_bound(schema, exclusive)) is not None:
+        found.append(_inner_decimal(math.nextafter(float(value), math.inf if upwards else -math.inf), upwards))
+    return (max if upwards else min)(found) if found else None
+
+
+def bounds_as_safe_decimals(schema: SchemaObject, pointer: str) -> SchemaObject:
+    """`rewrite_subschemas` step: a schema's number bounds as inclusive ones llguidance holds
+    exactly (see SAFE_DIGITS). A schema of integers only keeps its bounds: an integer's text
+    reads exactly in Python, so llguidance's decimal comparison is the validator's."""
+    types = schema.get("type", "number")
+    if "number" not in (types if isinstance(types, list) else [types]):
+        return schema
+    low = _bound(schema, "minimum", "exclusiveMinimum", upwards=True)
+    high = _bound(schema, "maximum", "exclusiveMaximum", upwards=False)
+    if low is not None and high is not None and low > high:
+        raise GrammarError(
+            f"the number bounds at {pointer} leave no number of at most {SAFE_DIGITS} significant "
+            f"digits between them, the numbers llguidance can hold to bounds exactly; use the 'fsm' "
+            f"grammar backend for this schema"
+        )
+    for keyword, value in (("minimum", low), ("maximum", high)):
+        if value is not None:
+            schema.pop("exclusiveM" + keyword[1:], None)
+            schema[keyword] = float(value)  # (its shortest text is `value` itself: 15 digits round-trip)
+    return schema
 
 
 # The longest token llguidance's token trie holds (toktrie 1.x: 10 bits of depth); a longer
@@ -619,10 +669,12 @@ def gbnf_to_lark(text: str) -> str:
 
 def enforced_schema(schema: Any) -> Any:
     """The schema llguidance is given: refused if it uses a keyword llguidance gets wrong
-    (IGNORED), formats rewritten as our checked patterns, a boolean schema as an object
-    (llguidance refused `true` with "Expecting object schema to apply options")."""
+    (IGNORED), number bounds as ones it holds exactly, formats rewritten as our checked
+    patterns, a boolean schema as an object (llguidance refused `true` with "Expecting object
+    schema to apply options")."""
     refuse_ignored_keywords(schema, IGNORED, "llguidance", "llguidance")
-    return rewrite_subschemas(as_object_schema(schema), format_as_pattern)
+    schema = rewrite_subschemas(as_object_schema(schema), bounds_as_safe_decimals)
+    return rewrite_subschemas(schema, format_as_pattern)
 
 
 # A JSON number can go on with these; llguidance's lexer is greedy, so an end starting with
