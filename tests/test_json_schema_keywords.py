@@ -198,6 +198,9 @@ def test_min_properties_beyond_the_listed_keys_blames_the_policy_not_the_schema(
     assert "minProperties 2 at #" in message and "extra_properties" in message
     with pytest.raises(UnsupportedSchemaError, match="accepts no JSON value"):  # (a schema's own emptiness)
         build_regex_from_schema({**schema, "additionalProperties": False})
+    for additional in (True, {"type": "string"}):  # (also ours: no unlisted keys beside properties)
+        with pytest.raises(UnsupportedSchemaError, match="no value that minisglang writes.*extra_properties"):
+            build_regex_from_schema({**schema, "additionalProperties": additional})
 
 
 @pytest.mark.parametrize(
@@ -808,6 +811,30 @@ def test_multiple_of_that_cannot_be_exact_names_keyword_and_place(schema, messag
 def test_one_of_with_overlaps_is_exact_when_branches_negate(schema):
     values = SCALARS + ["abcd", "abc", {"a": 1, "b": 2}, {"b": 1}, 2.5, 5, -3]
     assert_exact_on(schema, values)
+
+
+@pytest.mark.parametrize(
+    "schema, types",
+    [
+        ({"anyOf": [{"type": "number"}, {"type": "null"}]}, {"number", "null"}),
+        ({"type": "number", "anyOf": [{"type": "integer"}, {"type": "string"}]}, {"integer"}),
+        ({"oneOf": [{"enum": [1, "a"]}, {"anyOf": [{"type": "boolean"}]}]}, {"integer", "string", "boolean"}),
+        ({"anyOf": [{"type": "integer"}, {"minimum": 3}]}, None),  # (a branch of any type: any)
+        ({"type": "string", "anyOf": [{"$ref": "#/$defs/x"}]}, {"string"}),
+    ],
+)
+def test_declared_types_read_an_any_of_whose_branches_all_declare_theirs(schema, types):
+    from minisglang.constrained.json_schema.keywords import _declared_types
+
+    assert _declared_types(schema, "#") == types
+
+
+def test_one_of_is_disjoint_by_the_types_of_a_branch_s_any_of():
+    """A stranger's tool fuzzing: a oneOf whose number branch was wrapped in anyOf, beside a
+    string with a format, was refused (the format's negation cannot be written), though no
+    value can fit both: the branch's types are its anyOf's."""
+    schema = {"oneOf": [{"anyOf": [{"type": "number"}, {"type": "null"}]}, {"type": "string", "format": "date"}]}
+    assert_exact_on(schema, [*SCALARS, "2024-02-29", "2023-02-29", 2.5])
 
 
 def test_one_of_that_cannot_be_negated_says_why():

@@ -666,6 +666,14 @@ def test_an_unsupported_schema_keyword_is_a_400_naming_it(client, stream):
     fmt = {"type": "json_schema", "json_schema": {"name": "out", "schema": {"type": "object"}}}
     err = refused(client, tools=tools, tool_choice="required", response_format=fmt, stream=stream)
     assert "uniqueItems" in err.body["message"] and err.body["param"] == "tools[2].function.parameters", err.body
+    # A named tool_choice leaves one structure in the tag (its structures[0]): the message names
+    # the tool, so the only index it shows is the tool's own.
+    named = {"type": "function", "function": {"name": "tag"}}
+    for choice, extra in [(named, {}), ("auto", {}), ("required", {"response_format": fmt})]:
+        err = refused(client, tools=tools, tool_choice=choice, stream=stream, **extra)
+        assert err.body["param"] == "tools[2].function.parameters", err.body
+        assert "the parameters of tool 'tag'" in err.body["message"], err.body
+        assert not re.search(r"structures\[|tags\[", err.body["message"]), err.body
     # The server keeps serving: the next request with good tools is answered.
     assert check_calls(chat(client, tool_choice="required", parallel_tool_calls=False).choices[0])
 

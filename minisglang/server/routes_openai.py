@@ -178,10 +178,13 @@ def tool_refusal(e: RequestError, body: ChatCompletionRequest) -> RequestError:
     names = [t.name for t in body.function_tools()]  # the tools the tag has a structure for, in order
     names = [choice.name] if choice.mode == "function" and choice.name else names
     names = [n for n in names if choice.allowed is None or n in choice.allowed]
-    param = "tools"
-    # (a v1 tag's structure i, or tag i of the calls-only v2 tag: function_call.calls_only)
-    m = re.search(r"structures\[(\d+)\]|format\.tags\[(\d+)\]", str(e))
+    param, message = "tools", str(e)
+    # (a v1 tag's structure i, or tag i of the calls-only v2 tag: function_call.calls_only; i
+    # counts the tools the tag holds, which a named tool_choice filters, so the message names
+    # the tool instead: one index in the message, the param's)
+    m = re.search(r"structural_tag\.(?:structures\[(\d+)\]|format\.tags\[(\d+)\])[\w.]*", message)
     if m and (i := int(m.group(1) or m.group(2))) < len(names):
         tool_index = [t.name for t in body.function_tools()].index(names[i])
         param = f"tools[{tool_index}].function.parameters"
-    return RequestError(f"{param}: {e}", param=param)
+        message = message[: m.start()] + f"the parameters of tool {names[i]!r}" + message[m.end() :]
+    return RequestError(f"{param}: {message}", param=param)

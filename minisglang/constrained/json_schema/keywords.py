@@ -125,7 +125,8 @@ def _check_keywords(schema: dict[str, Any], path: str) -> None:
 
 
 def _declared_types(schema: dict[str, Any], path: str) -> set[str] | None:
-    """The types a value of `schema` can have, as far as "type", const or enum say; None: any."""
+    """The types a value of `schema` can have, as far as "type", const or enum say, and an
+    anyOf/oneOf whose every branch says (the union of theirs); None: any."""
     types = None
     if "type" in schema:
         types = set(_types(schema, path))
@@ -133,6 +134,23 @@ def _declared_types(schema: dict[str, Any], path: str) -> set[str] | None:
     if values is not None:
         value_types = {_json_type_of(v) for v in values}
         types = value_types if types is None else {t for t in value_types if _type_allows(types, t)}
+    for keyword in ("anyOf", "oneOf"):
+        branches = schema.get(keyword)
+        if not isinstance(branches, list) or not branches or not all(isinstance(b, dict) for b in branches):
+            continue
+        union: set[str] = set()
+        for i, branch in enumerate(branches):
+            found = _declared_types(branch, f"{path}/{keyword}/{i}")
+            if found is None:
+                break
+            union |= found
+        else:
+            # (both sides hold: an integer is a number, so {number} and {integer} leave {integer})
+            types = (
+                union
+                if types is None
+                else {t for t in union if _type_allows(types, t)} | {t for t in types if _type_allows(union, t)}
+            )
     return types
 
 

@@ -97,10 +97,11 @@ class _ObjectRules(_CompilerBase):
             entries = self._pattern_entries(patterns, listed, additional, names_free, path)
         elif additional is False or ("properties" in schema and not self.options.extra_properties):
             entries = []
-            if additional is None and counts[0] > len(members):  # our policy leaves too few keys
+            if additional is not False and counts[0] > len(members):  # our policy leaves too few keys
                 self.note_empty(
                     f"minProperties {counts[0]} at {path} asks for more keys than the {len(members)} listed, and "
-                    "an object with properties and no additionalProperties gets no other keys (option extra_properties)"
+                    "an object with properties gets no other keys, whatever its additionalProperties allows "
+                    "(option extra_properties)"
                 )
         else:
             extra_value = (
