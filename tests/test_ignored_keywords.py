@@ -389,6 +389,18 @@ BROKEN_BEFORE = [
     ("llguidance", {"type": "number", "maximum": 0.9999999999999999}, "1", "0.5"),
     ("llguidance", {"type": "number", "exclusiveMinimum": 0, "maximum": 0.5}, "0", "0.25"),
     ("llguidance", {"type": "number", "exclusiveMaximum": 0, "minimum": -0.9}, "-0", "-0.25"),
+    # (and a draft-4 boolean exclusiveMinimum beside the rewritten minimum keeps its meaning)
+    (
+        "llguidance",
+        {
+            "$schema": "http://json-schema.org/draft-04/schema#",
+            "type": "number",
+            "minimum": 1,
+            "exclusiveMinimum": True,
+        },
+        "1",
+        "1.5",
+    ),
     (
         "llguidance",
         {"type": "object", "properties": {"x": {"type": ["number", "null"], "exclusiveMinimum": 0.1}}},

@@ -294,7 +294,9 @@ def bounds_as_safe_decimals(schema: SchemaObject, pointer: str) -> SchemaObject:
         )
     for keyword, value in (("minimum", low), ("maximum", high)):
         if value is not None:
-            schema.pop("exclusiveM" + keyword[1:], None)
+            exclusive = "exclusiveM" + keyword[1:]
+            if number_bound(schema, exclusive) is not None:  # (a draft-4 `true` stays for llguidance to read)
+                del schema[exclusive]
             schema[keyword] = float(value)  # (its shortest text is `value` itself: 15 digits round-trip)
     return schema
 
