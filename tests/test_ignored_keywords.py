@@ -7,6 +7,7 @@ Oracles: `jsonschema` for outputs; the JSON-Schema-Test-Suite run through each a
 """
 
 import json
+import math
 from decimal import Decimal
 
 import jsonschema
@@ -389,6 +390,9 @@ BROKEN_BEFORE = [
     ("llguidance", {"type": "number", "maximum": 0.9999999999999999}, "1", "0.5"),
     ("llguidance", {"type": "number", "exclusiveMinimum": 0, "maximum": 0.5}, "0", "0.25"),
     ("llguidance", {"type": "number", "exclusiveMaximum": 0, "minimum": -0.9}, "-0", "-0.25"),
+    # xgrammar: a text of 6 fraction digits rounds onto an exclusive bound past ~1e10
+    ("xgrammar", {"type": "number", "exclusiveMinimum": 1e11}, "100000000000.000001", "100000000000.5"),
+    ("xgrammar", {"type": "number", "exclusiveMaximum": -1e13}, "-10000000000000.000001", "-10000000000000.5"),
     # (and a draft-4 boolean exclusiveMinimum beside the rewritten minimum keeps its meaning)
     (
         "llguidance",
@@ -454,25 +458,31 @@ def near_texts(bound: float) -> list[str]:
 @example(bound=0.9999999999999999, keyword="maximum")
 @example(bound=1.0, keyword="exclusiveMinimum")
 @example(bound=-1e-40, keyword="exclusiveMaximum")
-def test_llguidance_holds_a_number_to_its_bound_as_a_validator_does(backends, tokenizer, bound, keyword):
-    """Every text near a bound that the llguidance backend takes reads, as a double, inside the
-    bound (jsonschema is the oracle), and a text well inside is taken: the adapter hands
-    llguidance bounds of at most 15 digits, rounded inwards."""
+@example(bound=1e11, keyword="exclusiveMinimum")
+@example(bound=-123456789012.5, keyword="exclusiveMaximum")
+@pytest.mark.parametrize("name", ["llguidance", "xgrammar"])
+def test_a_library_holds_a_number_to_its_bound_as_a_validator_does(backends, tokenizer, name, bound, keyword):
+    """Every text near a bound that the library backend takes reads, as a double, inside the
+    bound (jsonschema is the oracle), and a text well inside is taken: the adapters hand the
+    library inclusive bounds it holds exactly (inclusive_number_bounds)."""
     schema = {"type": "number", keyword: bound}
-    g = compiled(backends["llguidance"], "json_schema", json.dumps(schema))
+    g = compiled(backends[name], "json_schema", json.dumps(schema))
     assert not isinstance(g, InvalidGrammarObject), g.message
-    taken = [t for t in near_texts(bound) if accepts_json(backends["llguidance"], tokenizer, schema, t)]
+    taken = [t for t in near_texts(bound) if accepts_json(backends[name], tokenizer, schema, t)]
     wrong = [t for t in taken if not jsonschema.Draft202012Validator(schema).is_valid(json.loads(t))]
     assert not wrong, (schema, wrong[:3])
     exact = Decimal(repr(bound))
-    inside = format(exact + (abs(exact) + 1) * (1 if "inimum" in keyword else -1), "f")
-    assert accepts_json(backends["llguidance"], tokenizer, schema, inside), (schema, inside)
+    # (a whole number well inside: xgrammar writes at most 6 fraction digits)
+    inside = str(math.ceil(exact + abs(exact) + 1) if "inimum" in keyword else math.floor(exact - abs(exact) - 1))
+    assert accepts_json(backends[name], tokenizer, schema, inside), (schema, inside)
 
 
 def test_llguidance_refuses_bounds_with_no_number_it_can_hold_between_them(backends):
     schema = {"type": "number", "exclusiveMinimum": 1, "exclusiveMaximum": 1.0000000000000004}
     g = compiled(backends["llguidance"], "json_schema", json.dumps(schema))
-    assert isinstance(g, InvalidGrammarObject) and "no number of at most 15 significant digits" in g.message, g
+    assert (
+        isinstance(g, InvalidGrammarObject) and "no number between them of at most 15 significant digits" in g.message
+    ), g
 
 
 @pytest.mark.parametrize("name", LIBRARIES)

@@ -12,9 +12,11 @@ object schema) live here too. Read with chapters/05-backends.md.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from ..constrained.json_pointer import resolve_pointer
@@ -248,6 +250,47 @@ def number_bound(schema: SchemaObject, *keywords: str) -> float | None:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return value
     return None
+
+
+def inclusive_number_bounds(
+    schema: SchemaObject, pointer: str, inner: Callable[[float, bool], Decimal], held: str
+) -> SchemaObject:
+    """`rewrite_subschemas` step (with `functools.partial` for `inner` and `held`): a number
+    schema's bounds as inclusive ones a library holds as validators do. A library compares a
+    number's decimal TEXT with a bound, validators its DOUBLE: a text with more digits than a
+    double keeps can round onto an exclusive bound (1.00000000000000001 under exclusiveMinimum
+    1 reads as 1.0; xgrammar's 100000000000.000001 under exclusiveMinimum 1e11). So an exclusive
+    bound becomes the next double inwards, inclusive; `inner(value, upwards)` then writes a
+    bound as the decimal the library holds exactly, rounded inwards (`upwards` for a lower
+    bound). Every text on the inner side of it reads as a double inside the schema's bound.
+    A schema of integers only keeps its bounds: an integer's text reads exactly in Python.
+    Bounds that leave no number the library can hold are refused (`held` says which)."""
+    types = schema.get("type", "number")
+    if "number" not in (types if isinstance(types, list) else [types]):
+        return schema
+
+    def tightest(inclusive: str, exclusive: str, upwards: bool) -> Decimal | None:
+        found = []
+        if (value := number_bound(schema, inclusive)) is not None:
+            found.append(inner(float(value), upwards))
+        if (value := number_bound(schema, exclusive)) is not None:
+            found.append(inner(math.nextafter(float(value), math.inf if upwards else -math.inf), upwards))
+        return (max if upwards else min)(found) if found else None
+
+    low = tightest("minimum", "exclusiveMinimum", upwards=True)
+    high = tightest("maximum", "exclusiveMaximum", upwards=False)
+    if low is not None and high is not None and low > high:
+        raise GrammarError(
+            f"the number bounds at {pointer} leave no number between them {held}; use the 'fsm' grammar "
+            f"backend for this schema"
+        )
+    for keyword, value in (("minimum", low), ("maximum", high)):
+        if value is not None:
+            exclusive = "exclusiveM" + keyword[1:]
+            if number_bound(schema, exclusive) is not None:  # (a draft-4 `true` stays for the library to read)
+                del schema[exclusive]
+            schema[keyword] = float(value)  # (`inner` gives decimals whose double's shortest text is themselves)
+    return schema
 
 
 def is_whole(value: object) -> bool:

@@ -33,7 +33,7 @@ What this adapter adds:
 - a `json_schema` using a keyword llguidance gets wrong (IGNORED: a `pattern` class such as
   `[^"]` whose JSON escapes it writes too widely, a `multipleOf` that is not whole) is
   refused, naming it; number bounds are handed over as ones it holds exactly
-  (`bounds_as_safe_decimals`: it compares decimal text, where validators compare doubles);
+  (`SAFE_BOUNDS`: it compares decimal text, where validators compare doubles);
   a known `format` becomes the fsm backend's pattern for it
   (`format_as_pattern`: llguidance's `time` allows a leap second at any minute);
 - jump forward uses llguidance's forced bytes (`compute_ff_bytes`).
@@ -41,9 +41,9 @@ What this adapter adds:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
-import math
 import re
 import threading
 import warnings
@@ -84,8 +84,8 @@ from .ignored_keywords import (
     SchemaObject,
     as_object_schema,
     format_as_pattern,
+    inclusive_number_bounds,
     is_whole,
-    number_bound,
     refuse_ignored_keywords,
     refuse_unused_triggers,
     rewrite_subschemas,
@@ -267,38 +267,12 @@ def _inner_decimal(value: float, upwards: bool) -> Decimal:
     return text
 
 
-def _bound(schema: SchemaObject, inclusive: str, exclusive: str, upwards: bool) -> Decimal | None:
-    """The tightest inclusive bound of SAFE_DIGITS digits implied by `inclusive` and `exclusive`."""
-    found = []
-    if (value := number_bound(schema, inclusive)) is not None:
-        found.append(_inner_decimal(value, upwards))
-    if (value := number_bound(schema, exclusive)) is not None:
-        found.append(_inner_decimal(math.nextafter(float(value), math.inf if upwards else -math.inf), upwards))
-    return (max if upwards else min)(found) if found else None
-
-
-def bounds_as_safe_decimals(schema: SchemaObject, pointer: str) -> SchemaObject:
-    """`rewrite_subschemas` step: a schema's number bounds as inclusive ones llguidance holds
-    exactly (see SAFE_DIGITS). A schema of integers only keeps its bounds: an integer's text
-    reads exactly in Python, so llguidance's decimal comparison is the validator's."""
-    types = schema.get("type", "number")
-    if "number" not in (types if isinstance(types, list) else [types]):
-        return schema
-    low = _bound(schema, "minimum", "exclusiveMinimum", upwards=True)
-    high = _bound(schema, "maximum", "exclusiveMaximum", upwards=False)
-    if low is not None and high is not None and low > high:
-        raise GrammarError(
-            f"the number bounds at {pointer} leave no number of at most {SAFE_DIGITS} significant "
-            f"digits between them, the numbers llguidance can hold to bounds exactly; use the 'fsm' "
-            f"grammar backend for this schema"
-        )
-    for keyword, value in (("minimum", low), ("maximum", high)):
-        if value is not None:
-            exclusive = "exclusiveM" + keyword[1:]
-            if number_bound(schema, exclusive) is not None:  # (a draft-4 `true` stays for llguidance to read)
-                del schema[exclusive]
-            schema[keyword] = float(value)  # (its shortest text is `value` itself: 15 digits round-trip)
-    return schema
+# The number bounds llguidance is given (`inclusive_number_bounds` with `_inner_decimal`).
+SAFE_BOUNDS = functools.partial(
+    inclusive_number_bounds,
+    inner=_inner_decimal,
+    held=f"of at most {SAFE_DIGITS} significant digits, the numbers llguidance holds to bounds exactly",
+)
 
 
 # The longest token llguidance's token trie holds (toktrie 1.x: 10 bits of depth); a longer
@@ -675,7 +649,7 @@ def enforced_schema(schema: Any) -> Any:
     patterns, a boolean schema as an object (llguidance refused `true` with "Expecting object
     schema to apply options")."""
     refuse_ignored_keywords(schema, IGNORED, "llguidance", "llguidance")
-    schema = rewrite_subschemas(as_object_schema(schema), bounds_as_safe_decimals)
+    schema = rewrite_subschemas(as_object_schema(schema), SAFE_BOUNDS)
     return rewrite_subschemas(schema, format_as_pattern)
 
 

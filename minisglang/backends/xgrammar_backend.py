@@ -30,6 +30,7 @@ What this adapter adds:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -73,6 +74,7 @@ from .ignored_keywords import (
     beside_validation,
     find_ignored_keyword,
     format_as_pattern,
+    inclusive_number_bounds,
     is_whole,
     json_pointer,
     not_a_local_pointer,
@@ -169,6 +171,16 @@ def _bounds_hold_no_short_number(schema: SchemaObject) -> bool:
     low, high = (max(lows) if lows else None), (min(highs) if highs else None)
     return low is not None and high is not None and low > high
 
+
+def _shortest_text(value: float, upwards: bool) -> Decimal:
+    """A bound as the shortest text of its double: xgrammar holds a bound of 17 digits exactly."""
+    return Decimal(repr(value))
+
+
+# xgrammar compares a number's decimal text with an exclusive bound, and a text of 6 fraction
+# digits can round onto a bound past ~1e10 (it wrote 100000000000.000001 under exclusiveMinimum
+# 1e11, which reads as 1e11): an exclusive bound becomes the next double inwards, inclusive.
+EXACT_BOUNDS = functools.partial(inclusive_number_bounds, inner=_shortest_text, held="that a double can hold")
 
 _SHORT_NUMBERS = (
     f"when no number of at most {XGRAMMAR_FRACTION_DIGITS} fraction digits lies in the bounds (it writes none)"
@@ -662,6 +674,7 @@ class XGrammarBackend(BaseGrammarBackend):
             raise GrammarError(str(e)) from e
         schema = rewrite_subschemas(schema, _whole_integer_bounds)  # (before the rules, which read whole bounds)
         refuse_ignored_keywords(schema, IGNORED, "xgrammar", "xgrammar")
+        schema = rewrite_subschemas(schema, EXACT_BOUNDS)  # (after the rules, which name the user's bounds)
         # (lengths last: their pattern is over the string's characters, and a length beside a
         # pattern or format was refused above)
         for step in (format_as_pattern, _pattern_as_json_text, _pattern_properties_as_json_text, _length_as_pattern):
