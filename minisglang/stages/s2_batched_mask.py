@@ -16,7 +16,7 @@ stage does the same:
 3. Apply: the readable version (`apply_bitmask_torch`) unpacks the bits into a [B, V] bool
    tensor and calls one `masked_fill_` for the batch, on the logits' device. On CPU the
    engine uses a compiled kernel instead (`apply_bitmask`, constrained/bitmask_kernel.py) that skips
-   all-ones words: same result, measured 6-20x faster (benchmarks/results/masks.md). Option
+   all-ones words: same result, measured 17-31x faster at batch 64 (benchmarks/results/masks.md). Option
    `mask_apply="torch"` picks the readable one everywhere.
 
 Everything else (compiling at arrival, advancing the state) is s1's.
