@@ -497,6 +497,56 @@ def test_compile_errors_name_the_problem(backends, name):
         assert f"{kind} rejected by the '{name}' backend" in g.message and phrase in g.message, g.message
 
 
+@pytest.mark.parametrize(
+    "regex, repeats",
+    [
+        ("(?:[a-z]?)+!", True),
+        ("(?:[a-z]?b?)*!", True),
+        ("(?:a|b?)*", True),
+        ("(\\d*)+x", True),
+        ("x(?:y(?:[a-z]?){2,5})z", True),
+        ("(?:[a-z]?){0,1}!", False),  # (at most once: nothing repeats)
+        ("[a-z]*!", False),
+        ("(?:ab?)+", False),
+        ("(?:\\s*,)+", False),
+        ("\\d{4}-\\d{2}", False),
+    ],
+)
+def test_xgrammar_refuses_a_repeated_part_that_can_match_nothing_by_name(backends, tokenizer, regex, repeats):
+    """A stranger's regex fuzzing: `(?:[a-z]?)+!` took xgrammar's mask from 6 ms at the first
+    token to 230 ms at the 60th (one random regex's mask passed 2 minutes) on the thread every
+    request shares; `[a-z]*!`, the same language, stays under 1 ms. Such a regex, `pattern` or
+    key pattern is refused by name; one whose repeated parts all take a character compiles."""
+    from minisglang.backends.xgrammar_backend import repeats_a_nullable_part
+
+    assert repeats_a_nullable_part(regex) == repeats
+    for kind, text in [
+        ("regex", regex),
+        ("json_schema", json.dumps({"type": "string", "pattern": regex})),
+        ("json_schema", json.dumps({"type": "object", "patternProperties": {regex: {"type": "integer"}}})),
+    ]:
+        g = compiled(backends["xgrammar"], kind, text)
+        refused = isinstance(g, InvalidGrammarObject) and "can match the empty string" in g.message
+        assert refused == repeats, (kind, text, getattr(g, "message", None))
+
+
+def test_xgrammar_names_its_own_mask_when_its_matcher_refuses_what_it_allowed(backends, tokenizer):
+    """xgrammar 0.2.9's mask and matcher disagree on some regexes (a stranger's fuzzing:
+    `[A-Z]+\\d\\d` masked `He` in, then its matcher refused it): a request that samples such a
+    token is aborted naming the library's fault, not as a token the grammar forbids; a token
+    the mask left out is refused as before."""
+    width = tokenizer.vocab_size + PAD
+    regex = "[A-Z]+\\d\\d"
+    allowed = mask_row(compiled(backends["xgrammar"], "regex", regex), width).nonzero().flatten().tolist()
+    for token_id in [t for t in allowed if t != tokenizer.eos_token_id] + [_byte_token(tokenizer, ord("!"))]:
+        g = compiled(backends["xgrammar"], "regex", regex)
+        try:
+            g.accept_token(token_id)
+        except GrammarError as e:
+            assert ("xgrammar's own mask allowed it" in str(e)) == (token_id in allowed), (token_id, str(e))
+            assert re.fullmatch(regex, tokenizer.decode_bytes([token_id]).decode("utf-8", "replace") + "00") is None
+
+
 def test_the_fsm_backend_finds_shorthand_classes_before_any_compile(tokenizer):
     """`\\s`, `\\d`, `\\w` are found over every code point (~50 ms, no checkpoint inside): a
     backend does it when it starts, so no client's compile holds the others' steps for it."""

@@ -36,6 +36,7 @@ import math
 import re
 import string
 import threading
+import warnings
 from collections.abc import Callable
 from dataclasses import replace
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
@@ -88,6 +89,11 @@ from .ignored_keywords import (
     rewrite_subschemas,
     values_outside_type,
 )
+
+try:  # Python's own regex parser, to read a regex as the client's `re` does
+    import re._parser as sre_parse  # Python >= 3.11
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_parse
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..constrained.structural_tag import StructuralTag
@@ -182,12 +188,65 @@ def _shortest_text(value: float, upwards: bool) -> Decimal:
 # 1e11, which reads as 1e11): an exclusive bound becomes the next double inwards, inclusive.
 EXACT_BOUNDS = functools.partial(inclusive_number_bounds, inner=_shortest_text, held="that a double can hold")
 
+
+def repeats_a_nullable_part(regex: str) -> bool:
+    """Whether `regex` repeats (more than once) a part that can match the empty string,
+    `(?:[a-z]?)+` or `(?:[a-z]?b?)*`: xgrammar's mask then slows with every token (a stranger's
+    regex fuzzing: 6 ms at the first token, 230 ms at the 60th, one mask past 2 minutes), where
+    `[a-z]*`, the same language, stays under a millisecond."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            items = sre_parse.parse(regex)
+    except (re.error, RecursionError, OverflowError):
+        return False  # (the compile says what is wrong with it)
+
+    def visit(items: Any) -> bool:
+        for op, arg in items:
+            if op in (sre_parse.MAX_REPEAT, sre_parse.MIN_REPEAT):
+                if arg[1] > 1 and arg[2].getwidth()[0] == 0:
+                    return True
+                if visit(arg[2]):
+                    return True
+            elif op is sre_parse.SUBPATTERN and visit(arg[3]):
+                return True
+            elif op is sre_parse.BRANCH and any(visit(b) for b in arg[1]):
+                return True
+        return False
+
+    return visit(items)
+
+
+_NULLABLE_REPEAT = (
+    "that repeats a part which can match the empty string, such as (?:[a-z]?)+ (xgrammar's mask then "
+    "slows with every token; write the part without its empty match, [a-z]*, or use the 'fsm' backend)"
+)
+
+
+def xgrammar_regex(regex: str) -> str:
+    """The regex xgrammar is given: refused if it repeats a part that can match the empty
+    string (`repeats_a_nullable_part`), else `portable_regex` with counts spelled out."""
+    if repeats_a_nullable_part(regex):
+        raise GrammarError(f"a regex {_NULLABLE_REPEAT}")
+    return portable_regex(regex, XGRAMMAR_SPELLED_COUNTS)
+
+
 _SHORT_NUMBERS = (
     f"when no number of at most {XGRAMMAR_FRACTION_DIGITS} fraction digits lies in the bounds (it writes none)"
 )
 
 IGNORED = (
     *EMPTY_ARRAYS,
+    IgnoredKeyword(
+        "pattern", _NULLABLE_REPEAT, lambda s: isinstance(s["pattern"], str) and repeats_a_nullable_part(s["pattern"])
+    ),
+    IgnoredKeyword(
+        "patternProperties",
+        _NULLABLE_REPEAT,
+        lambda s: (
+            isinstance(s["patternProperties"], dict) and any(map(repeats_a_nullable_part, s["patternProperties"]))
+        ),
+    ),
     *INEXACT_INTEGERS,
     *(IgnoredKeyword(k, _SHORT_NUMBERS, _bounds_hold_no_short_number) for k in ("minimum", "exclusiveMinimum")),
     *(
@@ -534,9 +593,23 @@ class XGrammarGrammar(BaseGrammarObject):
 
     def accept_token(self, token_id: int) -> None:
         if not self.matcher.accept_token(token_id):
-            raise GrammarError(f"token {token_id} is not allowed by the grammar here")
+            raise GrammarError(f"token {token_id} is not allowed by the grammar here{self._mask_disagrees(token_id)}")
         self.states.append(self.guard.state_after(self.states[-1], token_id))
         self.only_stop_left = self._nothing_but_stop_can_follow()
+
+    def _mask_disagrees(self, token_id: int) -> str:
+        """A refused token's explanation when xgrammar's own mask allows it here: xgrammar
+        0.2.9's mask and matcher disagree on some regexes (a stranger's fuzzing: `[A-Z]+\\d\\d`
+        masked `He` in, then refused it), and a request that samples such a token is aborted
+        for the library's inconsistency, not its own."""
+        row = torch.empty((1, self.stop_only_row.numel()), dtype=torch.int32)
+        self.matcher.fill_next_token_bitmask(row, 0)
+        if not int(row[0, token_id >> 5]) >> (token_id & 31) & 1:
+            return ""
+        return (
+            " (xgrammar's own mask allowed it: its mask and its matcher disagree on this grammar, a "
+            "library fault; the 'fsm' grammar backend serves it)"
+        )
 
     def _nothing_but_stop_can_follow(self) -> bool:
         # Only a complete match can be followed by EOS alone; only then pay for a mask.
@@ -644,7 +717,7 @@ class XGrammarBackend(BaseGrammarBackend):
     def compile(self, kind: str, text: str) -> XGrammarGrammar:
         try:
             if kind == "regex":  # (a RegexError says what is wrong with it, in Python's terms)
-                compiled = self._compiled("compile_regex", portable_regex(text, XGRAMMAR_SPELLED_COUNTS))
+                compiled = self._compiled("compile_regex", xgrammar_regex(text))
             elif kind == "json_schema":
                 enforced = self.enforced_schema(text)
                 enforced_text = json.dumps(enforced, ensure_ascii=False)
@@ -751,7 +824,7 @@ class XGrammarBackend(BaseGrammarBackend):
                     schema = self.enforced_schema(json.dumps(fmt.json_schema, ensure_ascii=False))
                     return replace(fmt, json_schema=schema, max_whitespace_cnt=cnt)
                 if isinstance(fmt, RegexFormat):
-                    pattern = portable_regex(fmt.pattern, XGRAMMAR_SPELLED_COUNTS)
+                    pattern = xgrammar_regex(fmt.pattern)
                     # (xgrammar refuses an empty pattern; it matches the empty string only)
                     return replace(fmt, pattern=pattern) if pattern else ConstStringFormat("")
                 if isinstance(fmt, GrammarFormat) and fmt.syntax == "ebnf":
