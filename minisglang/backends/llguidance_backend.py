@@ -352,10 +352,14 @@ class LLGuidanceGrammar(BaseGrammarObject):
     _executor: llg.LLExecutor | None = None  # one thread pool for all batches
     _executor_lock = threading.Lock()
 
-    def __init__(self, start: llg.LLMatcher, stop_tokens: frozenset[int]):
+    def __init__(self, start: llg.LLMatcher, stop_tokens: frozenset[int], spent: list[bool] | None = None):
         self.start = start  # never advanced: the template for copies
         self.stop_tokens = stop_tokens  # the tokenizer's EOS tokens
         self.matcher = start.deep_copy()
+        # [True] once a copy reached a limit of llguidance's lexer: its copies share the lexer's
+        # regex builder, so every later copy failed at its first token (a stranger's regex
+        # fuzzing); the grammar cache then compiles the grammar again (`is_spent`).
+        self._spent = [False] if spent is None else spent
 
     def accept_token(self, token_id: int) -> None:
         # `consume_token` of a refused token leaves the matcher in an error state that no
@@ -379,7 +383,10 @@ class LLGuidanceGrammar(BaseGrammarObject):
         return self.matcher.is_stopped() and not self.matcher.is_error()
 
     def copy(self) -> LLGuidanceGrammar:
-        return LLGuidanceGrammar(self.start, self.stop_tokens)
+        return LLGuidanceGrammar(self.start, self.stop_tokens, self._spent)
+
+    def is_spent(self) -> bool:
+        return self._spent[0]
 
     # llguidance writes straight into the tensor's memory. (Its llguidance.torch helpers
     # do the same, but importing them pulls in torch.compile: seconds of start-up.)
@@ -398,6 +405,7 @@ class LLGuidanceGrammar(BaseGrammarObject):
             # ("Too many items (limit 50000; mask)", "lexer error: too many expressions constructed"
             # (its regex derivatives, e.g. free text with 100 excludes): a resource, not the language)
             if "(limit " in reason or "too many" in reason.lower():
+                self._spent[0] = True
                 raise GrammarError(f"llguidance's parser reached a limit on this grammar here: {reason}")
             raise GrammarError(f"the grammar allows no text from here (llguidance: {reason})")
 
