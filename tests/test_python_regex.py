@@ -16,6 +16,8 @@ from test_lazy_automaton import accepts, lazy_dfa
 from test_regex_dfa import DIALECT_CHARS, DIALECT_REGEXES
 
 from minisglang.constrained.lazy_regex import RegexError
+from minisglang.constrained.python_regex import portable_regex
+from minisglang.constrained.regex_dfa import compile_regex
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +65,11 @@ def test_a_repetition_bound_too_large_for_python_is_a_regex_error(pattern):
     which left the parser as that, not as the RegexError every other invalid regex is."""
     with pytest.raises(RegexError, match="invalid regex .*repetition number is too large"):
         lazy_dfa(pattern)
+    # (and the eager automaton and the libraries' portable form: a stranger's regex fuzzing saw
+    # the eager fsm report "OverflowError: the repetition number is too large")
+    for reader in (compile_regex, portable_regex):
+        with pytest.raises(RegexError, match="invalid regex .*repetition number is too large"):
+            reader(pattern)
 
 
 @pytest.mark.parametrize(

@@ -180,7 +180,10 @@ class PythonRegex:
             raise NotWritable(posix)
         with warnings.catch_warnings():  # "possible nested set": read `[[` as re does today
             warnings.simplefilter("ignore", FutureWarning)
-            tree = sre_parse.parse(body)
+            try:
+                tree = sre_parse.parse(body)
+            except OverflowError as e:  # a repetition bound past 2**32 - 2: invalid, as re.compile says
+                raise re.error(str(e)) from None
         if tree.state.flags & ~re.UNICODE:
             raise NotWritable("inline flags such as (?i) are not supported")
         self.items = list(tree)
