@@ -477,6 +477,17 @@ def test_a_library_holds_a_number_to_its_bound_as_a_validator_does(backends, tok
     assert accepts_json(backends[name], tokenizer, schema, inside), (schema, inside)
 
 
+@pytest.mark.parametrize("name", ["llguidance", "xgrammar"])
+@pytest.mark.parametrize(
+    "text", ['{"type": "number", "minimum": 1e999}', '{"exclusiveMaximum": -1e999, "type": "number"}']
+)
+def test_a_library_refuses_a_bound_beyond_a_double_by_name(backends, name, text):
+    """1e999 reads as infinity (Python's json): refused as the fsm backend refuses it, where the
+    bounds rewrite met it with decimal.InvalidOperation and xgrammar with a JSON syntax error."""
+    g = compiled(backends[name], "json_schema", text)
+    assert isinstance(g, InvalidGrammarObject) and "must be a finite number" in g.message, g
+
+
 def test_llguidance_refuses_bounds_with_no_number_it_can_hold_between_them(backends):
     schema = {"type": "number", "exclusiveMinimum": 1, "exclusiveMaximum": 1.0000000000000004}
     g = compiled(backends["llguidance"], "json_schema", json.dumps(schema))

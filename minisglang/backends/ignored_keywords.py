@@ -22,6 +22,7 @@ from typing import Any
 from ..constrained.json_pointer import resolve_pointer
 from ..constrained.json_schema import FORMATS
 from ..constrained.json_schema.keywords import _NUMBER_BOUNDS, ANNOTATION_KEYWORDS
+from ..constrained.json_schema.values import _decimal as checked_number
 from .base import GrammarError
 
 
@@ -271,10 +272,13 @@ def inclusive_number_bounds(
 
     def tightest(inclusive: str, exclusive: str, upwards: bool) -> Decimal | None:
         found = []
-        if (value := number_bound(schema, inclusive)) is not None:
+        for keyword in (inclusive, exclusive):
+            if (value := number_bound(schema, keyword)) is None:
+                continue
+            checked_number(value, keyword, pointer)  # (1e999 reads as infinity: refused by name, as the fsm does)
+            if keyword == exclusive:
+                value = math.nextafter(float(value), math.inf if upwards else -math.inf)
             found.append(inner(float(value), upwards))
-        if (value := number_bound(schema, exclusive)) is not None:
-            found.append(inner(math.nextafter(float(value), math.inf if upwards else -math.inf), upwards))
         return (max if upwards else min)(found) if found else None
 
     low = tightest("minimum", "exclusiveMinimum", upwards=True)
