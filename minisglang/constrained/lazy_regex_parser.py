@@ -158,7 +158,9 @@ class _Parser:
             self.i += 1
             return Chars(tuple(_complement([(10, 10)])))
         if c in "^$":
-            raise self.fail(f"anchor {c!r} at position {self.i} (only at the very start or end)")
+            raise self.fail(
+                f"anchor {c!r} at position {self.i} (only at the start or end of the regex or of an alternative)"
+            )
         self.i += 1
         return self.literal(c)
 

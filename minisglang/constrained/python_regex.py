@@ -49,7 +49,7 @@ _CATEGORIES = {
 _UNSUPPORTED = {
     _P.GROUPREF: "backreferences",
     _P.GROUPREF_EXISTS: "conditional groups",
-    _P.AT: "anchors other than a leading ^ and a trailing $",
+    _P.AT: "anchors other than ^ and $ at the start and end of the regex or of an alternative",
 }
 for _name, _what in (("ATOMIC_GROUP", "atomic groups"), ("POSSESSIVE_REPEAT", "possessive quantifiers")):
     if hasattr(_P, _name):

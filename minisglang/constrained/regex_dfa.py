@@ -413,15 +413,68 @@ def compile_regex(pattern: str, max_states: int = 10_000) -> CharDFA:
     return dfa
 
 
-def _strip_anchors(pattern: str) -> str:
-    """Drop a leading `^` and a trailing unescaped `$`: the whole output must match anyway."""
-    if pattern.startswith("^"):
-        pattern = pattern[1:]
-    if pattern.endswith("$"):
-        backslashes = len(pattern[:-1]) - len(pattern[:-1].rstrip("\\"))
-        if backslashes % 2 == 0:  # an odd count means the `$` itself is escaped
-            pattern = pattern[:-1]
-    return pattern
+# `_strip_anchors` looks into groups that are a whole alternative this many levels deep (a
+# regex of 3,000 nested groups is the reader's to refuse, not a recursion here).
+ANCHOR_GROUP_LEVELS = 8
+
+
+def _strip_anchors(pattern: str, level: int = 0) -> str:
+    """Drop the anchors that stand where a whole-output match starts or ends, where they
+    always hold: a `^` opening and an unescaped `$` closing the regex or any of its top-level
+    alternatives (`^yes$|^no$`), and the same inside a group that is a whole alternative
+    (`(^yes$|^no$)`, `^(?:a|b)$`). Any other anchor stays for the reader to refuse."""
+    branches = _top_level_branches(pattern)
+    if branches is None:  # (unbalanced: the reader says what is wrong with it)
+        branches = [pattern]
+    out = []
+    for branch in branches:
+        branch = branch[1:] if branch.startswith("^") else branch
+        if branch.endswith("$"):
+            backslashes = len(branch[:-1]) - len(branch[:-1].rstrip("\\"))
+            if backslashes % 2 == 0:  # an odd count means the `$` itself is escaped
+                branch = branch[:-1]
+        # A group that is the whole alternative, with no quantifier after it: its own alternatives
+        # start and end where the match does.
+        for opening in ("(?:", "(?P<", "(") if level < ANCHOR_GROUP_LEVELS else ():
+            if branch.startswith(opening) and branch.endswith(")") and _top_level_branches(branch[1:-1]) is not None:
+                if opening == "(" and branch.startswith("(?"):
+                    break  # (a lookaround, flags or a comment: not a plain group)
+                head = branch.index(">") + 1 if opening == "(?P<" else len(opening)
+                branch = branch[:head] + _strip_anchors(branch[head:-1], level + 1) + ")"
+                break
+        out.append(branch)
+    return "|".join(out)
+
+
+def _top_level_branches(pattern: str) -> list[str] | None:
+    """`pattern` cut at its top-level `|` (outside groups, classes and escapes); None when a
+    parenthesis is unbalanced."""
+    branches, depth, start, i = [], 0, 0, 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":  # a class: `]` right after `[` or `[^` is literal, escapes inside
+            i += 2 if pattern[i + 1 : i + 2] == "^" else 1
+            i += 1 if pattern[i + 1 : i + 2] == "]" else 0
+            i += 1
+            while i < len(pattern) and pattern[i] != "]":
+                i += 2 if pattern[i] == "\\" else 1
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth < 0:
+                return None
+        elif c == "|" and depth == 0:
+            branches.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    if depth:
+        return None
+    branches.append(pattern[start:])
+    return branches
 
 
 class Alphabet:
