@@ -96,7 +96,7 @@ def test_anchors_are_ignored_but_an_escaped_dollar_is_literal():
     assert compile_regex(r"a\\$").accepts("a\\")  # escaped backslash, then a real anchor
 
 
-_BODIES = ["a", "b", "ab", "a*", "(?:a|b)", "[ab]b?", "[|^]", "b\\$"]
+_BODIES = ["a", "b", "ab", "a*", "(?:a|b)", "[ab]b?", "[|^]", "b\\$", "[a]", "[^a]", "[]|]", "[\\]]"]
 
 
 @st.composite

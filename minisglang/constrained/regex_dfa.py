@@ -455,10 +455,9 @@ def _top_level_branches(pattern: str) -> list[str] | None:
         if c == "\\":
             i += 2
             continue
-        if c == "[":  # a class: `]` right after `[` or `[^` is literal, escapes inside
+        if c == "[":  # a class, to its closing `]` (a `]` right after `[` or `[^` is literal)
             i += 2 if pattern[i + 1 : i + 2] == "^" else 1
-            i += 1 if pattern[i + 1 : i + 2] == "]" else 0
-            i += 1
+            i += 1 if pattern[i : i + 1] == "]" else 0
             while i < len(pattern) and pattern[i] != "]":
                 i += 2 if pattern[i] == "\\" else 1
         elif c == "(":
