@@ -517,7 +517,7 @@ def test_xgrammar_refuses_a_repeated_part_that_can_match_nothing_by_name(backend
     token to 230 ms at the 60th (one random regex's mask passed 2 minutes) on the thread every
     request shares; `[a-z]*!`, the same language, stays under 1 ms. Such a regex, `pattern` or
     key pattern is refused by name; one whose repeated parts all take a character compiles."""
-    from minisglang.backends.xgrammar_backend import repeats_a_nullable_part
+    from minisglang.backends.ignored_keywords import repeats_a_nullable_part
 
     assert repeats_a_nullable_part(regex) == repeats
     for kind, text in [

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -24,6 +25,11 @@ from ..constrained.json_schema import FORMATS
 from ..constrained.json_schema.keywords import _NUMBER_BOUNDS, ANNOTATION_KEYWORDS
 from ..constrained.json_schema.values import _decimal as checked_number
 from .base import GrammarError
+
+try:  # Python's own regex parser, to read a `pattern` as jsonschema's `re` does
+    import re._parser as sre_parse  # Python >= 3.11
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_parse
 
 
 class IgnoredKeywordError(GrammarError):
@@ -251,6 +257,52 @@ def number_bound(schema: SchemaObject, *keywords: str) -> float | None:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return value
     return None
+
+
+def parsed_pattern(pattern: str) -> Any:
+    """Python's parse of `pattern` (sre's items; its FutureWarnings about other engines'
+    syntax ignored), or None when Python cannot read it: a rule then leaves it to the
+    library's compile, which says what is wrong with it."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            return sre_parse.parse(pattern)
+    except (re.error, OverflowError, RecursionError):
+        return None
+
+
+def repeats_a_nullable_part(pattern: str) -> bool:
+    """Whether `pattern` repeats (more than once) a part that can match the empty string,
+    `(?:[a-z]?)+` or `(?:[a-z]?b?)*` (xgrammar's mask then slows with every token)."""
+
+    def visit(items: Any) -> bool:
+        for op, arg in items:
+            if op in (sre_parse.MAX_REPEAT, sre_parse.MIN_REPEAT):
+                if arg[1] > 1 and arg[2].getwidth()[0] == 0:
+                    return True
+                if visit(arg[2]):
+                    return True
+            elif op is sre_parse.SUBPATTERN and visit(arg[3]):
+                return True
+            elif op is sre_parse.BRANCH and any(visit(b) for b in arg[1]):
+                return True
+        return False
+
+    items = parsed_pattern(pattern)
+    return items is not None and visit(items)
+
+
+def pattern_rules(keyword_how: str, test: Callable[[str], bool]) -> tuple[IgnoredKeyword, IgnoredKeyword]:
+    """The rules for a `pattern`, and a `patternProperties` key, that `test` says a library
+    gets wrong (`keyword_how`: how, as IgnoredKeyword's `how`)."""
+    return (
+        IgnoredKeyword("pattern", keyword_how, lambda s: isinstance(s["pattern"], str) and test(s["pattern"])),
+        IgnoredKeyword(
+            "patternProperties",
+            keyword_how,
+            lambda s: isinstance(s["patternProperties"], dict) and any(map(test, s["patternProperties"])),
+        ),
+    )
 
 
 def inclusive_number_bounds(

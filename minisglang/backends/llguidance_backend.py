@@ -47,7 +47,7 @@ import json
 import re
 import threading
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -86,6 +86,8 @@ from .ignored_keywords import (
     format_as_pattern,
     inclusive_number_bounds,
     is_whole,
+    parsed_pattern,
+    pattern_rules,
     refuse_ignored_keywords,
     refuse_unused_triggers,
     rewrite_subschemas,
@@ -130,11 +132,8 @@ def misquoted_class(pattern: str) -> bool:
     short escape, so `[^"]` let `\\"` through (a `"` in the string) and `[\\x00-\\x1f]` let
     `\\"` and `\\\\` through. (A pattern Python cannot read is left to llguidance, unless
     `read_otherwise` refuses it.)"""
-    try:
-        with warnings.catch_warnings():  # (read_otherwise refuses what Python warns about)
-            warnings.simplefilter("ignore", FutureWarning)
-            items = sre_parse.parse(pattern)
-    except (re.error, OverflowError, RecursionError):
+    items = parsed_pattern(pattern)  # (read_otherwise refuses what Python warns about)
+    if items is None:
         return False
     for op, arg in _single_characters(items):
         for wide in (False, True):  # both readings of \\s (Python's holds U+001C-U+001F)
@@ -174,11 +173,8 @@ def negated_shorthand(pattern: str) -> bool:
     reads the shorthands over ASCII (llguidance with it), Python over Unicode (jsonschema
     with it), so their negations differ: llguidance's `^\\D$` wrote "٣", a digit to Python
     (a stranger's fuzzing). The plain shorthands are a subset of Python's: left alone."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)
-            items = sre_parse.parse(pattern)
-    except (re.error, OverflowError, RecursionError):
+    items = parsed_pattern(pattern)
+    if items is None:
         return False
     negated = {sre_parse.CATEGORY_NOT_DIGIT, sre_parse.CATEGORY_NOT_WORD, sre_parse.CATEGORY_NOT_SPACE}
     plain = {sre_parse.CATEGORY_DIGIT, sre_parse.CATEGORY_WORD, sre_parse.CATEGORY_SPACE}
@@ -213,23 +209,11 @@ _MISQUOTED = "with a character class that holds U+0000-U+001F but not both '\"' 
 # masks, tests/test_backends.py): the schema is refused, naming the keyword.
 
 
-def _pattern_rules(how: str, test: Callable[[str], bool]) -> tuple[IgnoredKeyword, IgnoredKeyword]:
-    """A `pattern`, and a `patternProperties` key, that `test` says llguidance gets wrong."""
-    return (
-        IgnoredKeyword("pattern", how, lambda s: isinstance(s["pattern"], str) and test(s["pattern"])),
-        IgnoredKeyword(
-            "patternProperties",
-            how,
-            lambda s: isinstance(s["patternProperties"], dict) and any(map(test, s["patternProperties"])),
-        ),
-    )
-
-
 IGNORED = (
     *INEXACT_INTEGERS,
-    *_pattern_rules(_NEGATED_SHORTHAND, negated_shorthand),
-    *_pattern_rules(_MISQUOTED, misquoted_class),
-    *_pattern_rules(_READ_OTHERWISE, read_otherwise),
+    *pattern_rules(_NEGATED_SHORTHAND, negated_shorthand),
+    *pattern_rules(_MISQUOTED, misquoted_class),
+    *pattern_rules(_READ_OTHERWISE, read_otherwise),
     IgnoredKeyword(
         "multipleOf",
         "that is not a whole number (it divides the decimal text; Python's jsonschema divides doubles)",

@@ -36,7 +36,6 @@ import math
 import re
 import string
 import threading
-import warnings
 from collections.abc import Callable
 from dataclasses import replace
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
@@ -82,18 +81,15 @@ from .ignored_keywords import (
     number_bound,
     overlapping_branches,
     pattern_meets_listed_name,
+    pattern_rules,
     recursive_ref,
     refuse_ignored_keywords,
     refuse_unused_triggers,
+    repeats_a_nullable_part,
     requires_unlisted,
     rewrite_subschemas,
     values_outside_type,
 )
-
-try:  # Python's own regex parser, to read a regex as the client's `re` does
-    import re._parser as sre_parse  # Python >= 3.11
-except ImportError:  # pragma: no cover - Python 3.10
-    import sre_parse
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..constrained.structural_tag import StructuralTag
@@ -189,34 +185,9 @@ def _shortest_text(value: float, upwards: bool) -> Decimal:
 EXACT_BOUNDS = functools.partial(inclusive_number_bounds, inner=_shortest_text, held="that a double can hold")
 
 
-def repeats_a_nullable_part(regex: str) -> bool:
-    """Whether `regex` repeats (more than once) a part that can match the empty string,
-    `(?:[a-z]?)+` or `(?:[a-z]?b?)*`: xgrammar's mask then slows with every token (a stranger's
-    regex fuzzing: 6 ms at the first token, 230 ms at the 60th, one mask past 2 minutes), where
-    `[a-z]*`, the same language, stays under a millisecond."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)
-            items = sre_parse.parse(regex)
-    except (re.error, RecursionError, OverflowError):
-        return False  # (the compile says what is wrong with it)
-
-    def visit(items: Any) -> bool:
-        for op, arg in items:
-            if op in (sre_parse.MAX_REPEAT, sre_parse.MIN_REPEAT):
-                if arg[1] > 1 and arg[2].getwidth()[0] == 0:
-                    return True
-                if visit(arg[2]):
-                    return True
-            elif op is sre_parse.SUBPATTERN and visit(arg[3]):
-                return True
-            elif op is sre_parse.BRANCH and any(visit(b) for b in arg[1]):
-                return True
-        return False
-
-    return visit(items)
-
-
+# A stranger's regex fuzzing: on `(?:[a-z]?)+!` xgrammar's mask took 6 ms at the first token and 230
+# ms at the 60th (one random regex's mask passed 2 minutes), on the thread every request shares;
+# `[a-z]*!`, the same language, stays under a millisecond (repeats_a_nullable_part).
 _NULLABLE_REPEAT = (
     "that repeats a part which can match the empty string, such as (?:[a-z]?)+ (xgrammar's mask then "
     "slows with every token; write the part without its empty match, [a-z]*, or use the 'fsm' backend)"
@@ -237,16 +208,7 @@ _SHORT_NUMBERS = (
 
 IGNORED = (
     *EMPTY_ARRAYS,
-    IgnoredKeyword(
-        "pattern", _NULLABLE_REPEAT, lambda s: isinstance(s["pattern"], str) and repeats_a_nullable_part(s["pattern"])
-    ),
-    IgnoredKeyword(
-        "patternProperties",
-        _NULLABLE_REPEAT,
-        lambda s: (
-            isinstance(s["patternProperties"], dict) and any(map(repeats_a_nullable_part, s["patternProperties"]))
-        ),
-    ),
+    *pattern_rules(_NULLABLE_REPEAT, repeats_a_nullable_part),
     *INEXACT_INTEGERS,
     *(IgnoredKeyword(k, _SHORT_NUMBERS, _bounds_hold_no_short_number) for k in ("minimum", "exclusiveMinimum")),
     *(
@@ -602,8 +564,7 @@ class XGrammarGrammar(BaseGrammarObject):
         0.2.9's mask and matcher disagree on some regexes (a stranger's fuzzing: `[A-Z]+\\d\\d`
         masked `He` in, then refused it), and a request that samples such a token is aborted
         for the library's inconsistency, not its own."""
-        row = torch.empty((1, self.stop_only_row.numel()), dtype=torch.int32)
-        self.matcher.fill_next_token_bitmask(row, 0)
+        row = self._row_now()
         if not int(row[0, token_id >> 5]) >> (token_id & 31) & 1:
             return ""
         return (
@@ -615,10 +576,13 @@ class XGrammarGrammar(BaseGrammarObject):
         # Only a complete match can be followed by EOS alone; only then pay for a mask.
         if self.matcher.is_terminated() or not self.matcher.is_completed():
             return False
+        return torch.equal(self._row_now()[0], self.stop_only_row)
+
+    def _row_now(self) -> torch.Tensor:
+        """int32 [1, W]: this state's row as fill_vocab_mask serves it (guarded)."""
         row = torch.empty((1, self.stop_only_row.numel()), dtype=torch.int32)
-        self.matcher.fill_next_token_bitmask(row, 0)
-        self._guard_row(row, 0)
-        return torch.equal(row[0], self.stop_only_row)
+        self.fill_vocab_mask(row, 0)
+        return row
 
     def _guard_row(self, vocab_mask: torch.Tensor, idx: int) -> None:
         words = vocab_mask.numpy()  # (the masks are CPU tensors; a view, no copy)
