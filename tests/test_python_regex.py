@@ -139,3 +139,33 @@ def test_text_that_only_looks_like_a_posix_class_is_read_as_python_reads_it(rege
 
     PythonRegex(regex)
     parse_tree(regex)
+
+
+@st.composite
+def _repetitions(draw) -> str:
+    """One to three repetitions of a set, a group or a literal, with every kind of count."""
+    parts = []
+    for _ in range(draw(st.integers(1, 3))):
+        body = draw(st.sampled_from(["a", "[ab]", r"\d", "(?:ab)", "(?:[a1])"]))
+        low = draw(st.integers(0, 20))
+        high = draw(st.one_of(st.none(), st.integers(low, low + 4)))
+        count = (
+            draw(st.sampled_from(["+", "*", "?"]))
+            if draw(st.booleans())
+            else f"{{{low},{'' if high is None else high}}}"
+        )
+        parts.append(body + count)
+    return "".join(parts)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_repetitions(), st.integers(1, 16), st.data())
+def test_spelled_out_counts_are_the_same_language(pattern, spell, data):
+    """portable_regex's spelled-out counts (xgrammar's form: `XX{0,}` for `X+`, `X{19}X` for
+    `X{20}`) match exactly what the regex matches, for any spelling bound: a text it matches
+    and the texts one character away from it (a copy short, a copy too many)."""
+    written = portable_regex(pattern, spell)
+    text = data.draw(st.from_regex(pattern, fullmatch=True), label="text")
+    near = {text, text[:-1], text[1:], text + text[-1:], text[:1] + text}
+    for t in near:
+        assert (re.fullmatch(written, t) is None) == (re.fullmatch(pattern, t) is None), (pattern, written, t)

@@ -135,13 +135,15 @@ def _untyped(kind: str) -> Callable[[SchemaObject], bool]:
     return lambda schema: "type" not in schema and not any(k in schema for k in _TYPE_FROM.get(kind, ()))
 
 
-# A regex's counted repetitions of one character set up to this many are written for xgrammar
-# with their required copies spelled out and the rest counted from 0 (portable_regex): its
-# mask for `X{m,n}` (m >= 1) or `X?` followed by a class of multi-byte characters is wrong where
-# a token crosses the repetition's end. Over the bundled vocabulary `[a-z]{2}[\u0400-\u04ff]x`
-# allowed 548 tokens its matcher then refused (`acc`: the request aborted) and `[a-z]{1,3}[c-я]`
-# forbade 383 valid ones (`able`); written `[a-z][a-z][\u0400-\u04ff]x` and
-# `[a-z][a-z]{0,2}[c-я]` they read right (a stranger's vocabularies). Longer counts stay as they are.
+# xgrammar is handed each repetition of one character set with its last required copy alone,
+# the copies before it spelled out up to this many (counted beyond), and the rest counted from 0
+# (portable_regex): its mask for `X{m,n}` (m >= 1), `X+`, `X*` or `X?` followed by a class of
+# multi-byte characters is wrong where a token crosses the repetition's end. Over the bundled
+# vocabulary `[a-z]{2}[\u0400-\u04ff]x` allowed 548 tokens its matcher then refused (`acc`: the
+# request aborted), `[a-z]{1,3}[c-я]` forbade 383 valid ones (`able`), `[A-Z]+\d\d` allowed `He`
+# and `"*\w\w` after `"` allowed `":`; written `[a-z][a-z][\u0400-\u04ff]x`,
+# `[a-z][a-z]{0,2}[c-я]`, `[A-Z][A-Z]{0,}\d\d` and `"{0,}\w\w` they read right (strangers'
+# vocabularies and regex fuzzing).
 XGRAMMAR_SPELLED_COUNTS = 16
 
 # xgrammar (0.2) writes a bounded number with at most this many fraction digits.

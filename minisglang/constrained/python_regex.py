@@ -237,8 +237,8 @@ class PythonRegex:
         """The regex again, each character set as `write_set(ranges)` (never called with
         an empty set), groups as `(?:...)`: the same language in the syntax every engine
         reads alike. None when the regex matches no string at all (`[^\\s\\S]`).
-        `spell_counts_up_to`: a counted repetition `X{m,n}` (or `X?`) of one character set X
-        with n <= it is written as m copies of X and `X{0,n-m}` (see portable_regex)."""
+        `spell_counts_up_to`: a repetition of one character set X is written so that no
+        count with a required copy ends it (`_spelled`, see portable_regex)."""
         self._spell = spell_counts_up_to
         return self._write(self.items, write_set)
 
@@ -259,10 +259,11 @@ class PythonRegex:
                     part = "" if low == 0 else None
                 else:
                     body = body if _is_atom(sub) else f"(?:{body})"
-                    if high != _P.MAXREPEAT and high <= self._spell and _one_set(sub):
-                        part = body * low + (f"{body}{{0,{high - low}}}" if high > low else "")
+                    top = None if high == _P.MAXREPEAT else high
+                    if self._spell and _one_set(sub):
+                        part = _spelled(body, low, top, self._spell)
                     else:
-                        part = body + _bounds(low, None if high == _P.MAXREPEAT else high)
+                        part = body + _bounds(low, top)
             elif op is _P.SUBPATTERN:
                 part = self._write(arg[3], write_set)
                 part = None if part is None else f"(?:{part})"
@@ -285,6 +286,21 @@ def _one_set(items: Any) -> bool:
     while len(items) == 1 and items[0][0] is _P.SUBPATTERN:
         items = items[0][1][3]
     return _is_atom(items)
+
+
+def _spelled(body: str, low: int, high: int | None, up_to: int) -> str:
+    """`body{low,high}` (high None: unbounded) with its last required copy written alone,
+    the copies before it spelled out up to `up_to` (counted beyond), then what is optional
+    counted from 0: `X+` as `XX{0,}`, `X{3,5}` as `XXX{0,2}`, `X{40}` as `X{39}X`, `X?` as
+    `X{0,1}`, `X*` as `X{0,}`. The same language; xgrammar masks this form right (see portable_regex)."""
+    if low == 0:
+        head = ""
+    else:
+        before = low - 1
+        head = (body * before if before <= up_to else f"{body}{{{before}}}") + body
+    if high is None:
+        return f"{head}{body}{{0,}}"
+    return head + (f"{body}{{0,{high - low}}}" if high > low else "")
 
 
 def _bounds(low: int, high: int | None) -> str:
@@ -381,10 +397,12 @@ def portable_regex(regex: str, spell_counts_up_to: int = 0) -> str:
     any engine reads it as Python does: every character set spelled out by
     `explicit_class`. What the library backends compile instead of the client's text.
 
-    `spell_counts_up_to` (xgrammar's adapter): a counted repetition of one character set up
-    to that count is written with its required copies spelled out and the rest counted from
-    0 (`[a-z]{1,3}` as `[a-z][a-z]{0,2}`, `[a-z]?` as `[a-z]{0,1}`), the same language, which
-    xgrammar masks right where it does not mask `{1,3}` or `?` right.
+    `spell_counts_up_to` (xgrammar's adapter, non-zero): a repetition of one character set
+    is written with its last required copy alone, the copies before it spelled out up to
+    that many, and the rest counted from 0 (`[a-z]{1,3}` as `[a-z][a-z]{0,2}`, `[A-Z]+` as
+    `[A-Z][A-Z]*`, `[a-z]?` as `[a-z]{0,1}`), the same language, which xgrammar masks right
+    where it does not mask `{1,3}`, `+`, `{20}` or `?` right before a class of multi-byte
+    characters.
 
     Raises RegexError (regex_dfa's) naming the problem: Python's message for an invalid
     regex, the construct for an unsupported one, or an empty language.
