@@ -8,7 +8,7 @@ says which tokens and why:
   allows only their canonical tokenization, a subset of the fsm's tokens;
 - outlines-core 0.2.x builds no transition from an accepting state into a non-accepting
   one (after "1" in `1(x1)*` no "x"): a narrower language, so the outlines adapter refuses a
-  regex where its bounded check finds such a move (`dropped_after_a_match`), and these tests
+  regex where its bounded check finds such a move (`narrower_than_the_regex`), and these tests
   expect that refusal (`drops_moves`) where they used to expect a subset.
 """
 
@@ -147,7 +147,7 @@ def test_the_regex_subset_is_the_one_asked_for():
     assert len(REGEX_CASES) == 6
 
 
-DROPS_MOVES = "leaves out what may follow a complete match"
+DROPS_MOVES = "leaves out text the regex allows"
 
 
 def drops_moves(backend, regex: str) -> bool:
@@ -369,9 +369,42 @@ def test_outlines_core_drops_moves_out_of_an_accepting_state_and_the_adapter_ref
     assert tokenizer.encode("a")[0] not in guide.get_tokens()  # "xa..." is a valid prefix
     grammar = compiled(backends["outlines"], "regex", regex)
     assert isinstance(grammar, InvalidGrammarObject) and DROPS_MOVES in grammar.message
-    assert "x' it allows no" in grammar.message and "'fsm' backend" in grammar.message
+    # (the check meets it first at the start: no token `xt`, which passes through the match `x`)
+    assert "after '' it allows no 'xt'" in grammar.message and "'fsm' backend" in grammar.message
     for fine in [r"[0-9]{4}-[0-9]{2}", r'\{"a": [0-9]+\}', r"[a-z]+@[a-z]+\.(com|org)"]:
         assert not drops_moves(backends["outlines"], fine), fine
+
+
+@pytest.mark.parametrize(
+    ("regex", "after", "left_out", "rest"),
+    [
+        (r"\wß{2,}", "aßß", b"\xc3", b"\x9f"),  # a match that may go on: found past 10,000 moves
+        (r"\w+", "903", b"\xc3", b"\xa9"),  # no character of two bytes after a match (903é)
+        (r"[^a]+x", "", b"text", b"x"),  # a token that passes through a match (tex) and on
+        (r"[^|\-😀]*Ωy{3}", "Ωyy", b"ys", "Ωyyy".encode()),  # the same, from a state that does not match
+    ],
+)
+def test_outlines_is_refused_where_its_index_leaves_out_text_the_regex_allows(
+    backends, tokenizer, regex, after, left_out, rest
+):
+    """outlines-core 0.2.14's index offers fewer tokens than these regexes allow (a stranger's
+    fuzzing: `\\wß{2,}` stops after two `ß`): after `after` it has no move on the token
+    `left_out`, though `re.fullmatch` takes `after + left_out + rest`. The adapter's check
+    compares every state it reaches with ours (it compared only matching states, within a
+    budget a wide class used up) and refuses the regex by name."""
+    from outlines_core import Index
+
+    assert re.fullmatch(regex, (after.encode() + left_out + rest).decode())
+    token = _byte_token(tokenizer, left_out[0]) if len(left_out) == 1 else tokenizer.encode(left_out.decode())[0]
+    assert tokenizer.token_bytes[token] == left_out
+    index = Index(portable_regex(regex), backends["outlines"].vocabulary)
+    state = index.get_initial_state()
+    for t in tokenizer.encode(after):
+        state = index.get_next_state(state, t)
+    assert state is not None and index.get_next_state(state, token) is None
+    grammar = compiled(backends["outlines"], "regex", regex)
+    assert isinstance(grammar, InvalidGrammarObject) and DROPS_MOVES in grammar.message, grammar
+    assert "'fsm' backend" in grammar.message
 
 
 @pytest.mark.parametrize("name", LIBRARIES)
@@ -857,7 +890,7 @@ def test_a_boolean_root_schema_compiles(backends, tokenizer, name):
     reads it as `{}` now, whose numbers it cannot finish, and says that)."""
     g = compiled(backends[name], "json_schema", "true")
     if name == "outlines":
-        assert isinstance(g, InvalidGrammarObject) and "leaves out what may follow a complete match" in g.message
+        assert isinstance(g, InvalidGrammarObject) and DROPS_MOVES in g.message
         return
     assert not isinstance(g, InvalidGrammarObject), g.message
     for t in tokenizer.encode('[1, "a"]'):
