@@ -58,8 +58,22 @@ def schema_regex(schema) -> str:
 
 
 # ------------------------------------------------------------------ the semantics, directly
+# The oracles below run once per short string (about 10^5 a test), and serialising each
+# spec's schemas again for every string (json.dumps, for the functools caches' keys) was half
+# of this file's time: each spec's compiled regexes are kept beside the spec itself (held
+# here, so that its id is not reused while its entry stands).
+_PER_SPEC: dict[tuple[int, str], tuple[StructuralTag, object]] = {}
+
+
+def _per_spec(spec: StructuralTag, what: str, make):
+    held = _PER_SPEC.get((id(spec), what))
+    if held is None or held[0] is not spec:
+        held = _PER_SPEC[(id(spec), what)] = (spec, make())
+    return held[1]
+
+
 def _bodies(spec: StructuralTag) -> list[re.Pattern]:
-    return _compiled_bodies(tuple(json.dumps(s.schema) for s in spec.structures))
+    return _per_spec(spec, "bodies", lambda: _compiled_bodies(tuple(json.dumps(s.schema) for s in spec.structures)))
 
 
 @functools.cache
@@ -137,7 +151,7 @@ def reference_with_content(spec: StructuralTag, text: str) -> bool:
     """content_schema's semantics as a scan: a message (its schema's regex matches the whole
     text, which holds no trigger; not under at_least_one), or tags back to back to the end
     (one only under stop_after_first)."""
-    message = re.compile(schema_regex(spec.content_schema))
+    message = _per_spec(spec, "message", lambda: re.compile(schema_regex(spec.content_schema)))
     if not spec.at_least_one and message.fullmatch(text) and not any(t in text for t in spec.triggers):
         return True
     bodies = _bodies(spec)
