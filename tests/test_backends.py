@@ -545,22 +545,34 @@ def test_compile_errors_name_the_problem(backends, name):
         ("\\d{4}-\\d{2}", False),
     ],
 )
-def test_xgrammar_refuses_a_repeated_part_that_can_match_nothing_by_name(backends, tokenizer, regex, repeats):
+def test_xgrammar_is_given_no_repeated_part_that_can_match_nothing(backends, tokenizer, regex, repeats):
     """A stranger's regex fuzzing: `(?:[a-z]?)+!` took xgrammar's mask from 6 ms at the first
     token to 230 ms at the 60th (one random regex's mask passed 2 minutes) on the thread every
-    request shares; `[a-z]*!`, the same language, stays under 1 ms. Such a regex, `pattern` or
-    key pattern is refused by name; one whose repeated parts all take a character compiles."""
+    request shares; `[a-z]*!`, the same language, stays under 1 ms. So a regex is handed over
+    with each such part written without its empty match (its masks along a text are the fsm
+    backend's); a `pattern` or key pattern (not rewritten) is refused by name."""
     from minisglang.backends.ignored_keywords import repeats_a_nullable_part
+    from minisglang.backends.xgrammar_backend import xgrammar_regex
 
     assert repeats_a_nullable_part(regex) == repeats
+    assert not repeats_a_nullable_part(xgrammar_regex(regex))
+    text = next(t for t in ("abab!", "a!", "x", "xyabz", "ab", " , ,", "2024-12") if re.fullmatch(regex, t))
+    test_masks_match_the_fsm_backend_along_a_match(backends, tokenizer, "xgrammar", regex, text, True)
     for kind, text in [
-        ("regex", regex),
         ("json_schema", json.dumps({"type": "string", "pattern": regex})),
         ("json_schema", json.dumps({"type": "object", "patternProperties": {regex: {"type": "integer"}}})),
     ]:
         g = compiled(backends["xgrammar"], kind, text)
         refused = isinstance(g, InvalidGrammarObject) and "can match the empty string" in g.message
         assert refused == repeats, (kind, text, getattr(g, "message", None))
+
+
+def test_xgrammar_refuses_a_regex_whose_rewrite_would_grow_too_long(backends):
+    """Without its empty match, a repeated run of n optional parts is n alternatives of up to n
+    parts: past REWRITE_GROWTH times the regex's length the regex is refused by name."""
+    regex = "(?:" + "".join(f"{c}?" for c in "abcdefghijklmnopqrstuvwxyz0123") + ")*!"
+    g = compiled(backends["xgrammar"], "regex", regex)
+    assert isinstance(g, InvalidGrammarObject) and "can match the empty string" in g.message, g
 
 
 def test_xgrammar_names_its_own_mask_when_its_matcher_refuses_what_it_allowed(backends, tokenizer):

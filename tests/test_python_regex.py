@@ -146,7 +146,9 @@ def _repetitions(draw) -> str:
     """One to three repetitions of a set, a group or a literal, with every kind of count."""
     parts = []
     for _ in range(draw(st.integers(1, 3))):
-        body = draw(st.sampled_from(["a", "[ab]", r"\d", "(?:ab)", "(?:[a1])"]))
+        body = draw(
+            st.sampled_from(["a", "[ab]", r"\d", "(?:ab)", "(?:[a1])", "(?:a?)", "(?:a?b?)", "(?:a|)", "(?:a*b)"])
+        )
         low = draw(st.integers(0, 20))
         high = draw(st.one_of(st.none(), st.integers(low, low + 4)))
         count = (
@@ -159,13 +161,36 @@ def _repetitions(draw) -> str:
 
 
 @settings(max_examples=150, deadline=None)
-@given(_repetitions(), st.integers(1, 16), st.data())
-def test_spelled_out_counts_are_the_same_language(pattern, spell, data):
-    """portable_regex's spelled-out counts (xgrammar's form: `XX{0,}` for `X+`, `X{19}X` for
-    `X{20}`) match exactly what the regex matches, for any spelling bound: a text it matches
-    and the texts one character away from it (a copy short, a copy too many)."""
-    written = portable_regex(pattern, spell)
+@given(_repetitions(), st.integers(1, 16), st.booleans(), st.data())
+def test_spelled_out_counts_are_the_same_language(pattern, spell, nonempty, data):
+    """portable_regex's spelled-out counts and repeated parts without their empty match
+    (xgrammar's form: `XX{0,}` for `X+`, `X{19}X` for `X{20}`, `(?:a|b){0,}` for `(?:a?b?)*`)
+    match exactly what the regex matches, for any spelling bound: a text it matches and the
+    texts one character away from it (a copy short, a copy too many); and with
+    `nonempty_repeats` no repeated part can match the empty string."""
+    from minisglang.backends.ignored_keywords import repeats_a_nullable_part
+
+    written = portable_regex(pattern, spell, nonempty)
+    assert not (nonempty and repeats_a_nullable_part(written)), (pattern, written)
     text = data.draw(st.from_regex(pattern, fullmatch=True), label="text")
     near = {text, text[:-1], text[1:], text + text[-1:], text[:1] + text}
     for t in near:
         assert (re.fullmatch(written, t) is None) == (re.fullmatch(pattern, t) is None), (pattern, written, t)
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["(?:a?b?){2}", "(?:(?:a?){2,3}b?)*", "(?:a|b?){1,3}", "(?:a?b?)+b", "(?:(?:ab)?(?:ba)?){2,3}", "(?:a*b?){0,2}a"],
+)
+def test_repeated_parts_without_their_empty_match_are_the_same_language(pattern):
+    """xgrammar's form of a repeated part that can match the empty string (`(?:a?b?){2}` as
+    `(?:ab{0,1}|b){0,2}`), against `re.fullmatch` on every string of a and b up to 7 long."""
+    from itertools import product
+
+    from minisglang.backends.ignored_keywords import repeats_a_nullable_part
+
+    written = portable_regex(pattern, 16, nonempty_repeats=True)
+    assert not repeats_a_nullable_part(written), written
+    for n in range(8):
+        for text in map("".join, product("ab", repeat=n)):
+            assert (re.fullmatch(written, text) is None) == (re.fullmatch(pattern, text) is None), (written, text)

@@ -189,19 +189,28 @@ EXACT_BOUNDS = functools.partial(inclusive_number_bounds, inner=_shortest_text, 
 
 # A stranger's regex fuzzing: on `(?:[a-z]?)+!` xgrammar's mask took 6 ms at the first token and 230
 # ms at the 60th (one random regex's mask passed 2 minutes), on the thread every request shares;
-# `[a-z]*!`, the same language, stays under a millisecond (repeats_a_nullable_part).
+# `[a-z]*!`, the same language, stays under a millisecond. So a regex is handed over with each
+# repeated part written without its empty match (portable_regex's nonempty_repeats); a JSON
+# `pattern` (written by the schema compiler, not rewritten) that repeats one is refused
+# (repeats_a_nullable_part), and so is a regex whose rewrite grows past REWRITE_GROWTH times.
 _NULLABLE_REPEAT = (
     "that repeats a part which can match the empty string, such as (?:[a-z]?)+ (xgrammar's mask then "
     "slows with every token; write the part without its empty match, [a-z]*, or use the 'fsm' backend)"
 )
+REWRITE_GROWTH = 4
 
 
 def xgrammar_regex(regex: str) -> str:
-    """The regex xgrammar is given: refused if it repeats a part that can match the empty
-    string (`repeats_a_nullable_part`), else `portable_regex` with counts spelled out."""
-    if repeats_a_nullable_part(regex):
+    """The regex xgrammar is given: `portable_regex` with counts spelled out and repeated
+    parts without their empty match; refused if that still repeats a part which can match
+    the empty string (`repeats_a_nullable_part`: a rewrite that grew too long)."""
+    written = portable_regex(regex, XGRAMMAR_SPELLED_COUNTS)
+    if not repeats_a_nullable_part(regex):
+        return written
+    nonempty = portable_regex(regex, XGRAMMAR_SPELLED_COUNTS, nonempty_repeats=True)
+    if len(nonempty) > REWRITE_GROWTH * len(written) + 1_000 or repeats_a_nullable_part(nonempty):
         raise GrammarError(f"a regex {_NULLABLE_REPEAT}")
-    return portable_regex(regex, XGRAMMAR_SPELLED_COUNTS)
+    return nonempty
 
 
 _SHORT_NUMBERS = (

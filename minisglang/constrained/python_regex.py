@@ -233,16 +233,22 @@ class PythonRegex:
         visit(self.items)
         return found
 
-    def write(self, write_set: Callable[[Ranges], str], spell_counts_up_to: int = 0) -> str | None:
+    def write(
+        self, write_set: Callable[[Ranges], str], spell_counts_up_to: int = 0, nonempty_repeats: bool = False
+    ) -> str | None:
         """The regex again, each character set as `write_set(ranges)` (never called with
         an empty set), groups as `(?:...)`: the same language in the syntax every engine
         reads alike. None when the regex matches no string at all (`[^\\s\\S]`).
         `spell_counts_up_to`: a repetition of one character set X is written so that no
-        count with a required copy ends it (`_spelled`, see portable_regex)."""
+        count with a required copy ends it (`_spelled`, see portable_regex).
+        `nonempty_repeats`: a part that can match the empty string, repeated, is written
+        without its empty match (`without_empty`): `(?:[a-z]?)+` as `[a-z]{0,}`."""
         self._spell = spell_counts_up_to
+        self._nonempty = nonempty_repeats
         return self._write(self.items, write_set)
 
     _spell = 0
+    _nonempty = False
 
     def _write(self, items: Any, write_set: Callable[[Ranges], str]) -> str | None:
         out = []
@@ -254,6 +260,11 @@ class PythonRegex:
                 part = write_set(ranges) if _without_surrogates(ranges) else None
             elif op in (_P.MAX_REPEAT, _P.MIN_REPEAT):  # laziness does not change a full match
                 low, high, sub = arg
+                if self._nonempty and high > 1 and nullable(sub):
+                    # (X){m,n} with X nullable is (X without ""){0,n}: each copy may be empty
+                    low, sub = 0, without_empty(sub)
+                    if sub is None:  # X matches only the empty string: so does the repetition
+                        continue
                 body = self._write(sub, write_set)
                 if body is None:
                     part = "" if low == 0 else None
@@ -274,6 +285,61 @@ class PythonRegex:
                 return None
             out.append(part)
         return "".join(out)
+
+
+def nullable(items: Any) -> bool:
+    """Whether a parse (sre items, anchors stripped) matches the empty string."""
+    for op, arg in items:
+        if op in (_P.MAX_REPEAT, _P.MIN_REPEAT):
+            if arg[0] > 0 and not nullable(arg[2]):
+                return False
+        elif op is _P.SUBPATTERN:
+            if not nullable(arg[3]):
+                return False
+        elif op is _P.BRANCH:
+            if not any(nullable(b) for b in arg[1]):
+                return False
+        else:  # a character set
+            return False
+    return True
+
+
+def without_empty(items: Any) -> list[Any] | None:
+    """The parse of what `items` match except the empty string, as sre items; None when it
+    matches nothing else. A sequence whose items can all be empty is a choice of which item
+    is the first to read something: `a?b?` is `a{1}b? | b{1}`."""
+    if not nullable(items):
+        return list(items)
+    items = list(items)
+    options = []
+    for i, (op, arg) in enumerate(items):  # (every item is nullable: the ones before i read nothing)
+        first = _item_without_empty(op, arg)
+        if first is not None:
+            options.append([first, *items[i + 1 :]])
+    if not options:
+        return None
+    return options[0] if len(options) == 1 else [(_P.BRANCH, (None, options))]
+
+
+def _item_without_empty(op: Any, arg: Any) -> tuple[Any, Any] | None:
+    if op in (_P.MAX_REPEAT, _P.MIN_REPEAT):
+        low, high, sub = arg
+        if high == 0:
+            return None
+        low, sub = (1, without_empty(sub)) if nullable(sub) else (max(low, 1), sub)
+        if sub is None:
+            return None
+        # (one copy as a group: `(?:[a-z])`, which the writer knows for one character set)
+        return (_P.SUBPATTERN, (None, 0, 0, sub)) if (low, high) == (1, 1) else (op, (low, high, sub))
+    if op is _P.SUBPATTERN:
+        inner = without_empty(arg[3])
+        return None if inner is None else (op, (arg[0], arg[1], arg[2], inner))
+    if op is _P.BRANCH:
+        branches = [b for b in (without_empty(branch) for branch in arg[1]) if b is not None]
+        if len(branches) == 1:
+            return (_P.SUBPATTERN, (None, 0, 0, branches[0]))
+        return (_P.BRANCH, (None, branches)) if branches else None
+    return (op, arg)  # a character set: never empty
 
 
 def _is_atom(items: Any) -> bool:
@@ -392,7 +458,7 @@ def _without_surrogates(ranges: Ranges) -> Ranges:
     return tuple(out)
 
 
-def portable_regex(regex: str, spell_counts_up_to: int = 0) -> str:
+def portable_regex(regex: str, spell_counts_up_to: int = 0, nonempty_repeats: bool = False) -> str:
     """`regex` (whole-output match, a leading `^` and trailing `$` ignored) written so that
     any engine reads it as Python does: every character set spelled out by
     `explicit_class`. What the library backends compile instead of the client's text.
@@ -400,9 +466,11 @@ def portable_regex(regex: str, spell_counts_up_to: int = 0) -> str:
     `spell_counts_up_to` (xgrammar's adapter, non-zero): a repetition of one character set
     is written with its last required copy alone, the copies before it spelled out up to
     that many, and the rest counted from 0 (`[a-z]{1,3}` as `[a-z][a-z]{0,2}`, `[A-Z]+` as
-    `[A-Z][A-Z]*`, `[a-z]?` as `[a-z]{0,1}`), the same language, which xgrammar masks right
+    `[A-Z][A-Z]{0,}`, `[a-z]?` as `[a-z]{0,1}`), the same language, which xgrammar masks right
     where it does not mask `{1,3}`, `+`, `{20}` or `?` right before a class of multi-byte
-    characters.
+    characters. `nonempty_repeats` (xgrammar's too): a repeated part that can match the empty
+    string is written without its empty match (`(?:[a-z]?b?)+` as `(?:[a-z]b{0,1}|b){0,}`),
+    the same language, over which xgrammar's mask does not slow with every token.
 
     Raises RegexError (regex_dfa's) naming the problem: Python's message for an invalid
     regex, the construct for an unsupported one, or an empty language.
@@ -410,7 +478,7 @@ def portable_regex(regex: str, spell_counts_up_to: int = 0) -> str:
     from .regex_dfa import RegexError, _strip_anchors, shown_regex  # (regex_dfa imports this module)
 
     try:
-        text = PythonRegex(_strip_anchors(regex)).write(explicit_class, spell_counts_up_to)
+        text = PythonRegex(_strip_anchors(regex)).write(explicit_class, spell_counts_up_to, nonempty_repeats)
     except re.error as e:
         raise RegexError(f"invalid regex {shown_regex(regex)}: {e}") from None
     except NotWritable as e:
