@@ -16,17 +16,16 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from openai.resources.chat.completions import Completions
+from test_structural_tag_regex import ours
 
 import minisglang as sgl
 from minisglang.backends.base import InvalidGrammarObject, get_backend_class
-from minisglang.constrained.json_schema import build_regex_from_schema, build_schema_tree
+from minisglang.constrained.json_schema import build_regex_from_schema
 from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 from minisglang.constrained.lazy_regex import RegexPool
 from minisglang.constrained.lazy_regex_parser import parse_regex
-from minisglang.constrained.regex_ast import lower
 from minisglang.constrained.structural_tag import StructuralTag
 from minisglang.constrained.structural_tag_parse import parse_any_structural_tag
-from minisglang.constrained.structural_tag_regex import format_regex
 from minisglang.function_call import format_call
 from minisglang.protocol import ChatCompletionRequest, CompletionRequest, GenerateRequest, RequestError, parse
 from minisglang.server import ServerOptions, create_app
@@ -304,14 +303,13 @@ def test_response_format_beside_tools_is_a_content_schema_only_where_a_message_m
 
 
 def fsm_tag_matcher(tag: dict):
-    """Whether a text is an output the tag allows, read by the fsm backend's automaton."""
+    """Whether a text is an output the tag allows, read by the fsm backend's automaton (a v2
+    format by test_structural_tag_regex's reader, `ours`)."""
     spec = parse_any_structural_tag(tag)
+    if not isinstance(spec, StructuralTag):
+        return ours(spec)
     pool = RegexPool()
-    if isinstance(spec, StructuralTag):
-        node = parse_regex(spec.to_regex(build_regex_from_schema), pool)
-    else:
-        node = lower(format_regex(spec, lambda schema, ws: build_schema_tree(schema, whitespace=ws)), pool)
-    dfa = LazyByteDFA(node, pool)
+    dfa = LazyByteDFA(parse_regex(spec.to_regex(build_regex_from_schema), pool), pool)
     return lambda text: dfa.matches(text.encode())
 
 
