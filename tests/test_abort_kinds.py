@@ -4,11 +4,15 @@ kind with its own status from one table (server/errors.py `ABORT_ANSWERS`).
 The first half triggers each `req.finish("abort", ...)` call site of the engine with a real
 input and checks the kind it gave; the second half checks the HTTP answer for each kind."""
 
+import re
+
 import pytest
 from fastapi.testclient import TestClient
+from test_engine import assert_no_leak
 from test_server_faults import gated_compiles
 
 import minisglang as sgl
+from minisglang.backends.base import GrammarError
 from minisglang.constrained.token_fsm import ConstraintError
 from minisglang.core import AbortKind, Req, SamplingParams
 from minisglang.server import ABORT_ANSWERS, create_app
@@ -114,6 +118,26 @@ def matcher_refuses_its_own_mask(engine, monkeypatch):
     monkeypatch.setattr(req.grammar, "accept_token", refuse)
     run(engine, [req])
     return req.finished_reason
+
+
+def test_a_token_the_matcher_refused_is_not_in_the_aborted_answer(s5, monkeypatch):
+    """The answer of a request aborted because its matcher refused a token its own mask allowed
+    holds only what the grammar accepted (a stranger's differential fuzzing found the refused
+    `{"` at the end of such an answer from xgrammar, text the regex does not allow)."""
+    req = s5.submit("Hi", {**GREEDY, "regex": "[0-9]{40}", "max_new_tokens": 60})
+    while req.grammar is None or not s5.stage.work.ready(req) or not req.output_ids:
+        assert not req.released, "the request ended before its grammar's row was ready"
+        s5.step()
+    kept = list(req.output_ids)
+
+    def refuse(token_id):
+        raise GrammarError(f"token {token_id} is not allowed by the grammar here")
+
+    monkeypatch.setattr(req.grammar, "accept_token", refuse)
+    run(s5, [req])
+    assert req.finished_reason["kind"] == AbortKind.ENGINE
+    assert req.output_ids == kept and re.fullmatch("[0-9]+", req.output_text), (kept, req.output_ids, req.output_text)
+    assert_no_leak(s5)  # (its KV slots came back, the dropped token's with them)
 
 
 def compile_queue_full(engine, monkeypatch):

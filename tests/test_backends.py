@@ -548,9 +548,10 @@ def test_compile_errors_name_the_problem(backends, name):
 def test_xgrammar_is_given_no_repeated_part_that_can_match_nothing(backends, tokenizer, regex, repeats):
     """A stranger's regex fuzzing: `(?:[a-z]?)+!` took xgrammar's mask from 6 ms at the first
     token to 230 ms at the 60th (one random regex's mask passed 2 minutes) on the thread every
-    request shares; `[a-z]*!`, the same language, stays under 1 ms. So a regex is handed over
-    with each such part written without its empty match (its masks along a text are the fsm
-    backend's); a `pattern` or key pattern (not rewritten) is refused by name."""
+    request shares; `[a-z]*!`, the same language, stays under 1 ms. So a regex, `pattern` or
+    key pattern is handed over with each such part written without its empty match: the
+    regex's masks along a text are the fsm backend's, and a string (or key) the pattern
+    matches is written whole and valid by `jsonschema`."""
     from minisglang.backends.ignored_keywords import repeats_a_nullable_part
     from minisglang.backends.xgrammar_backend import xgrammar_regex
 
@@ -558,13 +559,16 @@ def test_xgrammar_is_given_no_repeated_part_that_can_match_nothing(backends, tok
     assert not repeats_a_nullable_part(xgrammar_regex(regex))
     text = next(t for t in ("abab!", "a!", "x", "xyabz", "ab", " , ,", "2024-12") if re.fullmatch(regex, t))
     test_masks_match_the_fsm_backend_along_a_match(backends, tokenizer, "xgrammar", regex, text, True)
-    for kind, text in [
-        ("json_schema", json.dumps({"type": "string", "pattern": regex})),
-        ("json_schema", json.dumps({"type": "object", "patternProperties": {regex: {"type": "integer"}}})),
+    for schema, value in [
+        ({"type": "string", "pattern": f"^(?:{regex})$"}, text),
+        ({"type": "object", "patternProperties": {f"^(?:{regex})$": {"type": "integer"}}}, {text: 1}),
     ]:
-        g = compiled(backends["xgrammar"], kind, text)
-        refused = isinstance(g, InvalidGrammarObject) and "can match the empty string" in g.message
-        assert refused == repeats, (kind, text, getattr(g, "message", None))
+        g = compiled(backends["xgrammar"], "json_schema", json.dumps(schema))
+        assert not isinstance(g, InvalidGrammarObject), g.message
+        for t in tokenizer.encode(json.dumps(value)):
+            g.accept_token(t)
+        assert mask_row(g, tokenizer.vocab_size + PAD)[tokenizer.eos_token_id]
+        jsonschema.validate(value, schema)
 
 
 def test_xgrammar_refuses_a_regex_whose_rewrite_would_grow_too_long(backends):
@@ -983,7 +987,7 @@ def test_llguidance_reads_a_lark_grammar_whose_start_rule_is_marked(backends, to
     [
         (OUTLINES_ARITHMETIC, True),
         ('start: "a" WS\n%import common.WS\n', True),
-        ('root ::= x\nx ::= "a" |', False),  # GBNF with a mistake: no word about Lark
+        ('root ::= x\nx ::= "a" (', False),  # GBNF with a mistake: no word about Lark
     ],
 )
 def test_xgrammar_says_when_a_grammar_it_refuses_is_lark(backends, text, lark):
@@ -1278,6 +1282,8 @@ def test_llguidance_spells_forced_text_that_the_tokenizer_would_normalize(tmp_pa
         (r'"+\w\w', '"'),
         (r'"*\w\w', '"'),
         (r":+\d\d", ":"),
+        (r"(?:\{|AB\})?\d\d", ""),  # (a stranger's differential fuzzing: `{"` allowed)
+        (r"(?:\{|AB\}|)\d\d", ""),
     ],
 )
 def test_xgrammar_masks_a_repeated_class_before_multibyte_characters_as_the_fsm_does(
@@ -1291,7 +1297,8 @@ def test_xgrammar_masks_a_repeated_class_before_multibyte_characters_as_the_fsm_
     `X{20}`, `X{1,20}` did the same at their ends. The adapter writes each repetition of one
     class with its last required copy alone and the rest counted from 0 (`XX{0,}`, `X{19}X`:
     portable_regex's spell_counts_up_to), which xgrammar masks right; `X?` as `X{0,1}` (after
-    ":" in `:[^b]?[^b]?[c-中]`, " true" was forbidden)."""
+    ":" in `:[^b]?[^b]?[c-中]`, " true" was forbidden), for a group too (`(?:\\{|AB\\})?\\d\\d`
+    allowed `{"`), and an empty alternative the same way."""
     width = tokenizer.vocab_size + PAD
     rows = []
     for name in ("xgrammar", "fsm"):
@@ -1436,6 +1443,8 @@ ws ::= | " " | "\n" [ \t]{0,20}
         ('x ::= r "a"\nr ::= # nothing\n', 'x ::= r "a"\nr ::= "" # nothing\n'),
         ('r ::= (\n  "a" |\n)', 'r ::= (\n  "a" |\n"" )'),
         ("x ::= r\nr ::=", 'x ::= r\nr ::=""'),
+        ('r ::= "a" | ', 'r ::= "a" | ""'),  # (a stranger's differential fuzzing)
+        ('r ::= "a" |\n', 'r ::= "a" |\n""'),
     ],
 )
 def test_empty_gbnf_alternatives_and_dots_are_spelled_for_xgrammar_and_nothing_else_changes(text, spelled):

@@ -81,7 +81,6 @@ from .ignored_keywords import (
     number_bound,
     overlapping_branches,
     pattern_meets_listed_name,
-    pattern_rules,
     recursive_ref,
     refuse_ignored_keywords,
     refuse_unused_triggers,
@@ -189,27 +188,33 @@ EXACT_BOUNDS = functools.partial(inclusive_number_bounds, inner=_shortest_text, 
 
 # A stranger's regex fuzzing: on `(?:[a-z]?)+!` xgrammar's mask took 6 ms at the first token and 230
 # ms at the 60th (one random regex's mask passed 2 minutes), on the thread every request shares;
-# `[a-z]*!`, the same language, stays under a millisecond. So a regex is handed over with each
-# repeated part written without its empty match (portable_regex's nonempty_repeats); a JSON
-# `pattern` (written by the schema compiler, not rewritten) that repeats one is refused
-# (repeats_a_nullable_part), and so is a regex whose rewrite grows past REWRITE_GROWTH times.
+# `[a-z]*!`, the same language, stays under a millisecond. So a regex, a `pattern` or a key
+# pattern is handed over with each repeated part written without its empty match
+# (portable_regex's nonempty_repeats; 75 of JSONSchemaBench's 10,285 patterns repeat one, most a
+# url's `([\/\w \.-]*)*`); one whose rewrite grows past REWRITE_GROWTH times is refused.
 _NULLABLE_REPEAT = (
-    "that repeats a part which can match the empty string, such as (?:[a-z]?)+ (xgrammar's mask then "
-    "slows with every token; write the part without its empty match, [a-z]*, or use the 'fsm' backend)"
+    "repeats a part which can match the empty string, such as (?:[a-z]?)+, in too many ways to write "
+    "without it (xgrammar's mask then slows with every token; write the part without its empty match, "
+    "[a-z]*, or use the 'fsm' backend)"
 )
 REWRITE_GROWTH = 4
 
 
 def xgrammar_regex(regex: str) -> str:
     """The regex xgrammar is given: `portable_regex` with counts spelled out and repeated
-    parts without their empty match; refused if that still repeats a part which can match
-    the empty string (`repeats_a_nullable_part`: a rewrite that grew too long)."""
-    written = portable_regex(regex, XGRAMMAR_SPELLED_COUNTS)
+    parts without their empty match (`_without_empty_repeats`)."""
+    return _without_empty_repeats(regex, portable_regex(regex, XGRAMMAR_SPELLED_COUNTS), "a regex")
+
+
+def _without_empty_repeats(regex: str, written: str, what: str) -> str:
+    """`written` (xgrammar's form of `regex`), or where `regex` repeats a part that can match
+    the empty string, its form with that part written without it; GrammarError naming `what`
+    if that form grows past REWRITE_GROWTH times (or still repeats such a part)."""
     if not repeats_a_nullable_part(regex):
         return written
     nonempty = portable_regex(regex, XGRAMMAR_SPELLED_COUNTS, nonempty_repeats=True)
     if len(nonempty) > REWRITE_GROWTH * len(written) + 1_000 or repeats_a_nullable_part(nonempty):
-        raise GrammarError(f"a regex {_NULLABLE_REPEAT}")
+        raise GrammarError(f"{what} {_NULLABLE_REPEAT}")
     return nonempty
 
 
@@ -219,7 +224,6 @@ _SHORT_NUMBERS = (
 
 IGNORED = (
     *EMPTY_ARRAYS,
-    *pattern_rules(_NULLABLE_REPEAT, repeats_a_nullable_part),
     *INEXACT_INTEGERS,
     *(IgnoredKeyword(k, _SHORT_NUMBERS, _bounds_hold_no_short_number) for k in ("minimum", "exclusiveMinimum")),
     *(
@@ -339,7 +343,9 @@ def _over_json_text(pattern: str, where: str, what: str, thing: str) -> str:
         raise GrammarError(str(e)) from e
     if translated is None:
         raise GrammarError(f"{what} {pattern!r} at {where} matches no {thing}")
-    return f"^(?:{optional_as_count(render(translated))})$"
+    regex = optional_as_count(render(translated))
+    regex = optional_as_count(_without_empty_repeats(regex, regex, f"{what} {pattern!r} at {where}"))
+    return f"^(?:{regex})$"
 
 
 def _pattern_properties_as_json_text(schema: SchemaObject, pointer: str) -> SchemaObject:
@@ -396,9 +402,9 @@ def optional_as_count(regex: str) -> str:
 
 def gbnf_for_xgrammar(text: str) -> str:
     """GBNF `text` as llama.cpp reads it, written for xgrammar's parser, the same language:
-    an empty alternative as `""` (llama.cpp reads `ws ::= | " "`, its own json.gbnf, `("a" | )`
-    and an empty rule `r ::=` ending its line; xgrammar expects an element after `::=`, `|`
-    and `(`: "Expect element"), and
+    an empty alternative as `""` (llama.cpp reads `ws ::= | " "`, its own json.gbnf, `("a" | )`,
+    `"a" | ` ending the text and an empty rule `r ::=` ending its line; xgrammar expects an
+    element after `::=`, `|` and `(`: "Expect element"), and
     `.` as the class of every character (llama.cpp's any character, a newline too; xgrammar
     took it for a rule named "."), `\\[` / `\\]` in a string as the bracket itself (escapes
     llama.cpp reads everywhere, xgrammar only in a class: "Invalid escape"), and `\\xHH` as
@@ -451,7 +457,9 @@ def gbnf_for_xgrammar(text: str) -> str:
         depth += (c == "(") - (c == ")")
         out.append(c)
         i += 1
-    return "".join(out) + ('""' if last == "::=" else "")
+    # (a `|` ending the text is an empty alternative; one ending a line is not: llama.cpp reads
+    # on after `|` across newlines)
+    return "".join(out) + ('""' if last in ("::=", "|") else "")
 
 
 # UTF-8's decoder between two bytes (RFC 3629): at a character's boundary (state 0), or

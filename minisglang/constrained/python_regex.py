@@ -240,7 +240,8 @@ class PythonRegex:
         an empty set), groups as `(?:...)`: the same language in the syntax every engine
         reads alike. None when the regex matches no string at all (`[^\\s\\S]`).
         `spell_counts_up_to`: a repetition of one character set X is written so that no
-        count with a required copy ends it (`_spelled`, see portable_regex).
+        count with a required copy ends it (`_spelled`, see portable_regex), and any `X?` or
+        empty alternative as `{0,1}`.
         `nonempty_repeats`: a part that can match the empty string, repeated, is written
         without its empty match (`without_empty`): `(?:[a-z]?)+` as `[a-z]{0,}`."""
         self._spell = spell_counts_up_to
@@ -274,13 +275,16 @@ class PythonRegex:
                     if self._spell and _one_set(sub):
                         part = _spelled(body, low, top, self._spell)
                     else:
-                        part = body + _bounds(low, top)
+                        # (xgrammar's counted form of `X?` is `X{0,1}`, whatever X is)
+                        part = body + ("{0,1}" if self._spell and (low, top) == (0, 1) else _bounds(low, top))
             elif op is _P.SUBPATTERN:
                 part = self._write(arg[3], write_set)
                 part = None if part is None else f"(?:{part})"
             else:  # BRANCH (_check refused every other op)
                 options = [o for o in (self._write(b, write_set) for b in arg[1]) if o is not None]
                 part = f"(?:{'|'.join(options)})" if options else None
+                if self._spell and "" in options and len(options) > 1:  # `(?:X|)` as `(?:X){0,1}`
+                    part = f"(?:{'|'.join(o for o in options if o)}){{0,1}}"
             if part is None:
                 return None
             out.append(part)
@@ -468,9 +472,11 @@ def portable_regex(regex: str, spell_counts_up_to: int = 0, nonempty_repeats: bo
     that many, and the rest counted from 0 (`[a-z]{1,3}` as `[a-z][a-z]{0,2}`, `[A-Z]+` as
     `[A-Z][A-Z]{0,}`, `[a-z]?` as `[a-z]{0,1}`), the same language, which xgrammar masks right
     where it does not mask `{1,3}`, `+`, `{20}` or `?` right before a class of multi-byte
-    characters. `nonempty_repeats` (xgrammar's too): a repeated part that can match the empty
-    string is written without its empty match (`(?:[a-z]?b?)+` as `(?:[a-z]b{0,1}|b){0,}`),
-    the same language, over which xgrammar's mask does not slow with every token.
+    characters; any other `X?`, and an empty alternative (`(?:X|)`), as `X{0,1}` (before
+    `\\d\\d`, `(?:\\{|AB\\})?` let `{"` through). `nonempty_repeats` (xgrammar's too): a
+    repeated part that can match the empty string is written without its empty match
+    (`(?:[a-z]?b?)+` as `(?:[a-z]b{0,1}|b){0,}`), the same language, over which xgrammar's
+    mask does not slow with every token.
 
     Raises RegexError (regex_dfa's) naming the problem: Python's message for an invalid
     regex, the construct for an unsupported one, or an empty language.

@@ -679,7 +679,9 @@ class BackendStage(Stage):
         except GrammarError as e:
             # The token was sampled under this grammar's own mask (an empty mask aborts before
             # sampling), so mask and matcher disagree: the backend's fault, not the request's.
-            # (xgrammar 0.2.9 does, after `"{2}` before a class of 3-byte characters.)
+            # (xgrammar 0.2.9 does, after `"{2}` before a class of 3-byte characters.) The token
+            # leaves the output: an aborted answer holds only text the grammar accepted.
+            req.output_ids.pop()
             req.finish(
                 "abort",
                 AbortKind.ENGINE,
