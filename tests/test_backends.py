@@ -412,9 +412,15 @@ def test_outlines_is_refused_where_its_index_leaves_out_text_the_regex_allows(
 @given(data=st.data())
 def test_random_walks_keep_masks_related_to_the_fsm_backend(backends, tokenizer, name, data):
     regex = r'\{"city": "(Paris|Rome|Beijing|北京)", "age": [1-9][0-9]?, "tag": "[a-z]{1,6}"\}'
-    width = tokenizer.vocab_size + PAD
     lib, fsm = compiled(backends[name], "regex", regex), compiled(backends["fsm"], "regex", regex)
-    for _ in range(data.draw(st.integers(0, 25), label="steps")):
+    walk_beside_the_fsm(name, lib, fsm, tokenizer, data.draw(st.integers(0, 25), label="steps"), data)
+
+
+def walk_beside_the_fsm(name: str, lib, fsm, tokenizer, steps: int, data) -> None:
+    """Up to `steps` tokens drawn from the library grammar `lib`'s mask, fed to both; each
+    mask related to the fsm backend's (`check_against_fsm`), termination the same."""
+    width = tokenizer.vocab_size + PAD
+    for _ in range(steps):
         row, fsm_row = mask_row(lib, width), mask_row(fsm, width)
         check_against_fsm(name, lib, row, fsm_row, True, tokenizer.vocab_size)
         row[tokenizer.eos_token_id] = False
@@ -1330,19 +1336,9 @@ def _repeated_then_classes(draw) -> str:
 def test_xgrammars_masks_over_repeated_classes_are_the_fsm_backends(backends, tokenizer, regex, data):
     """The property behind the cases above: along a random walk, xgrammar's mask over
     repetitions of a class beside classes of multi-byte characters is the fsm backend's."""
-    width = tokenizer.vocab_size + PAD
     lib, fsm = compiled(backends["xgrammar"], "regex", regex), compiled(backends["fsm"], "regex", regex)
     assume(not isinstance(lib, InvalidGrammarObject))  # (a regex too long for xgrammar's compile)
-    for _ in range(data.draw(st.integers(0, 6), label="steps")):
-        row, fsm_row = mask_row(lib, width), mask_row(fsm, width)
-        check_against_fsm("xgrammar", lib, row, fsm_row, True, tokenizer.vocab_size)
-        row[tokenizer.eos_token_id] = False
-        choices = row.nonzero().flatten().tolist()
-        if not choices:
-            break
-        t = data.draw(st.sampled_from(choices), label="token")
-        lib.accept_token(t)
-        fsm.accept_token(t)
+    walk_beside_the_fsm("xgrammar", lib, fsm, tokenizer, data.draw(st.integers(0, 6), label="steps"), data)
 
 
 def test_llguidances_parser_limit_is_named_as_a_limit_not_as_an_empty_language(backends, tokenizer):
