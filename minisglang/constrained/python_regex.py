@@ -283,7 +283,7 @@ class PythonRegex:
             else:  # BRANCH (_check refused every other op)
                 options = [o for o in (self._write(b, write_set) for b in arg[1]) if o is not None]
                 part = f"(?:{'|'.join(options)})" if options else None
-                if self._spell and "" in options and len(options) > 1:  # `(?:X|)` as `(?:X){0,1}`
+                if self._spell and "" in options and any(options):  # `(?:X|)` as `(?:X){0,1}`
                     part = f"(?:{'|'.join(o for o in options if o)}){{0,1}}"
             if part is None:
                 return None
