@@ -24,6 +24,7 @@ from ..constrained.json_pointer import resolve_pointer
 from ..constrained.json_schema import FORMATS
 from ..constrained.json_schema.keywords import _NUMBER_BOUNDS, ANNOTATION_KEYWORDS
 from ..constrained.json_schema.values import _decimal as checked_number
+from ..constrained.python_regex import nullable
 from .base import GrammarError
 
 try:  # Python's own regex parser, to read a `pattern` as jsonschema's `re` does
@@ -278,7 +279,7 @@ def repeats_a_nullable_part(pattern: str) -> bool:
     def visit(items: Any) -> bool:
         for op, arg in items:
             if op in (sre_parse.MAX_REPEAT, sre_parse.MIN_REPEAT):
-                if arg[1] > 1 and arg[2].getwidth()[0] == 0:
+                if arg[1] > 1 and nullable(arg[2]):  # (python_regex's reading, which xgrammar's rewrite uses)
                     return True
                 if visit(arg[2]):
                     return True

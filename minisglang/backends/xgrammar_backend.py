@@ -343,9 +343,8 @@ def _over_json_text(pattern: str, where: str, what: str, thing: str) -> str:
         raise GrammarError(str(e)) from e
     if translated is None:
         raise GrammarError(f"{what} {pattern!r} at {where} matches no {thing}")
-    regex = optional_as_count(render(translated))
-    regex = optional_as_count(_without_empty_repeats(regex, regex, f"{what} {pattern!r} at {where}"))
-    return f"^(?:{regex})$"
+    regex = optional_as_count(render(translated))  # (a rewrite below writes `{0,1}` itself)
+    return f"^(?:{_without_empty_repeats(regex, regex, f'{what} {pattern!r} at {where}')})$"
 
 
 def _pattern_properties_as_json_text(schema: SchemaObject, pointer: str) -> SchemaObject:
