@@ -25,6 +25,8 @@ from ..constrained.json_schema import FORMATS
 from ..constrained.json_schema.keywords import _NUMBER_BOUNDS, ANNOTATION_KEYWORDS
 from ..constrained.json_schema.values import _decimal as checked_number
 from ..constrained.python_regex import nullable
+from ..constrained.regex_dfa import RegexError
+from ..constrained.regex_search import searches
 from .base import GrammarError
 
 try:  # Python's own regex parser, to read a `pattern` as jsonschema's `re` does
@@ -226,15 +228,16 @@ def requires_unlisted(schema: SchemaObject) -> bool:
 
 def pattern_meets_listed_name(schema: SchemaObject) -> bool:
     """A `patternProperties` pattern matches a name `properties` lists (both then apply to
-    it), or cannot be read by Python's `re` (so we cannot tell)."""
+    it), or cannot be read by our automata (so we cannot tell). Decided by our automaton, not
+    Python's `re`, which backtracked for minutes on one name (regex_search.py)."""
     properties = schema.get("properties")
     listed = properties if isinstance(properties, dict) else {}
     patterns = schema["patternProperties"] if isinstance(schema["patternProperties"], dict) else {}
     for pattern in patterns:
         try:
-            if any(re.search(pattern, name) for name in listed):
+            if any(searches(pattern, name) for name in listed):
                 return True
-        except re.error:
+        except RegexError:
             return True
     return False
 

@@ -15,7 +15,8 @@ from minisglang.constrained.json_schema.string_chars import (
     _json_string_chars,
 )
 from minisglang.constrained.python_regex import MAX_CODE_POINT, normalize
-from minisglang.constrained.regex_dfa import _complement, shown_regex
+from minisglang.constrained.regex_dfa import RegexError, _complement, shown_regex
+from minisglang.constrained.regex_search import searches
 
 try:  # Python's own regex parser, used to read (and check) `pattern` keywords
     import re._parser as sre_parse  # Python >= 3.11
@@ -28,13 +29,13 @@ ParsedItem = tuple[int, Any]
 
 
 def _searches(pattern: str, name: str, path: str) -> bool:
-    """Whether `pattern` finds a match in `name`, as the jsonschema validator decides (re.search)."""
+    """Whether `pattern` finds a match in `name`, as the jsonschema validator decides (its
+    `re.search`), by our automaton (regex_search.py: Python's `re` backtracked for minutes on
+    one name)."""
     try:
-        return re.search(pattern, name) is not None
-    except re.error as e:
-        raise UnsupportedSchemaError(
-            f"'patternProperties' at {path}: {shown_regex(pattern)} is not a regex we can read: {e}"
-        ) from None
+        return searches(pattern, name)
+    except RegexError as e:
+        raise UnsupportedSchemaError(f"'patternProperties' at {path}, property name {name!r}: {e}") from None
 
 
 _P = sre_parse
