@@ -405,6 +405,8 @@ def test_outlines_is_refused_where_its_index_leaves_out_text_the_regex_allows(
     grammar = compiled(backends["outlines"], "regex", regex)
     assert isinstance(grammar, InvalidGrammarObject) and DROPS_MOVES in grammar.message, grammar
     assert "'fsm' backend" in grammar.message
+    # (a byte of a character is named as one: "after '' it allows no b'\xc2'" said nothing to a stranger)
+    assert ("part of a character" in grammar.message) == (len(left_out) == 1 and left_out[0] >= 0x80), grammar
 
 
 @pytest.mark.parametrize("name", LIBRARIES)

@@ -288,10 +288,13 @@ def narrower_than_the_regex(
         allowed = [t for t in index.get_allowed_tokens(state) if t != eos]
         missing = set(ours.index.allowed_token_ids(mine)) - set(allowed) - {eos}
         if missing:
+            token = tokenizer.decode_bytes([min(missing)])
+            # (a vocabulary writes a character it has no token for byte by byte: without them, never)
+            partial = "" if _whole_utf8(token) else "part of a character, as a vocabulary writes one byte by byte; "
             return (
                 f"outlines-core's index of this regex leaves out text the regex allows: after "
-                f"{_shown(text[state])} it allows no {_shown(tokenizer.decode_bytes([min(missing)]))} "
-                f"(one of {len(missing)} tokens it leaves out there; an outlines-core bug)"
+                f"{_shown(text[state])} it allows no {_shown(token)} "
+                f"({partial}one of {len(missing)} tokens it leaves out there; an outlines-core bug)"
             )
         budget -= len(allowed)
         for token in allowed:
@@ -301,6 +304,14 @@ def narrower_than_the_regex(
                 text[nxt] = text[state] + tokenizer.decode_bytes([token])
                 queue.append(nxt)
     return None
+
+
+def _whole_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _shown(data: bytes) -> str:
