@@ -197,3 +197,23 @@ def test_repeated_parts_without_their_empty_match_are_the_same_language(pattern)
     for n in range(8):
         for text in map("".join, product("ab", repeat=n)):
             assert (re.fullmatch(written, text) is None) == (re.fullmatch(pattern, text) is None), (written, text)
+
+
+def test_a_rewrite_past_its_length_bound_stops_while_it_is_written():
+    """A repeated run of n optional parts is rewritten as n alternatives of up to n parts: a
+    stranger's `(?:a?...a?)+` of 4 KB took 8 s to write out whole before its length was refused
+    (a compile thread's GIL all that while). `max_chars` stops the writer at the bound, and a
+    run too long to rewrite at all is refused before any of it is built."""
+    from minisglang.constrained.python_regex import MAX_REWRITTEN_ITEMS, WrittenTooLong
+
+    regex = "(?:" + "a?" * 300 + ")+"
+    assert len(portable_regex(regex, 16, nonempty_repeats=True)) > 100_000  # (quadratic: ~45,000 copies)
+    with pytest.raises(WrittenTooLong, match="longer than 2,000 characters"):
+        portable_regex(regex, 16, nonempty_repeats=True, max_chars=2_000)
+    short = portable_regex("(?:a?b?)+", 16, nonempty_repeats=True, max_chars=2_000)  # (within the bound)
+    assert [t for t in ["", "a", "b", "ab", "ba", "abb", "aab"] if re.fullmatch(short, t)] == [
+        t for t in ["", "a", "b", "ab", "ba", "abb", "aab"] if re.fullmatch("(?:a?b?)+", t)
+    ]
+    n = int((2 * MAX_REWRITTEN_ITEMS) ** 0.5) + 1
+    with pytest.raises(WrittenTooLong, match=f"{n:,} parts"):
+        portable_regex("(?:" + "a?" * n + ")+", 16, nonempty_repeats=True)

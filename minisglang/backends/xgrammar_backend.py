@@ -53,7 +53,7 @@ from ..constrained.json_schema import InvalidSchemaError, UnsupportedSchemaError
 # The string contents (JSON text) in which a pattern finds a match: our fsm compiler's own
 # translation, so every backend reads a `pattern` alike.
 from ..constrained.json_schema.patterns import _pattern_regex as pattern_over_json_text
-from ..constrained.python_regex import portable_regex
+from ..constrained.python_regex import WrittenTooLong, portable_regex
 from ..constrained.regex_ast import render
 from ..constrained.work_slices import CompileCancelled, outside
 from .base import (
@@ -212,7 +212,13 @@ def _without_empty_repeats(regex: str, written: str, what: str) -> str:
     if that form grows past REWRITE_GROWTH times (or still repeats such a part)."""
     if not repeats_a_nullable_part(regex):
         return written
-    nonempty = portable_regex(regex, XGRAMMAR_SPELLED_COUNTS, nonempty_repeats=True)
+    try:  # (refused while it is written, once its character sets alone pass the bound: written
+        # whole, a 4 KB regex took 8 s before its length was refused)
+        nonempty = portable_regex(
+            regex, XGRAMMAR_SPELLED_COUNTS, nonempty_repeats=True, max_chars=REWRITE_GROWTH * len(written) + 1_000
+        )
+    except WrittenTooLong:
+        raise GrammarError(f"{what} {_NULLABLE_REPEAT}") from None
     if len(nonempty) > REWRITE_GROWTH * len(written) + 1_000 or repeats_a_nullable_part(nonempty):
         raise GrammarError(f"{what} {_NULLABLE_REPEAT}")
     return nonempty

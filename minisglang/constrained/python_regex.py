@@ -60,6 +60,10 @@ class NotWritable(ValueError):
     """The regex uses a construct the automata do not support; the message says which."""
 
 
+class WrittenTooLong(NotWritable):
+    """The regex written out would pass the `max_chars` its writer was given."""
+
+
 # A POSIX class inside a set, as grep and PCRE write it: Python reads `[[:alpha:]]` as the set
 # of '[', ':', 'a', 'l', 'p', 'h' followed by a literal ']' (and warns that this may change),
 # so a model under it wrote "h]" (a stranger porting regexes). Refused by name instead.
@@ -234,7 +238,11 @@ class PythonRegex:
         return found
 
     def write(
-        self, write_set: Callable[[Ranges], str], spell_counts_up_to: int = 0, nonempty_repeats: bool = False
+        self,
+        write_set: Callable[[Ranges], str],
+        spell_counts_up_to: int = 0,
+        nonempty_repeats: bool = False,
+        max_chars: int | None = None,
     ) -> str | None:
         """The regex again, each character set as `write_set(ranges)` (never called with
         an empty set), groups as `(?:...)`: the same language in the syntax every engine
@@ -243,13 +251,20 @@ class PythonRegex:
         count with a required copy ends it (`_spelled`, see portable_regex), and any `X?` or
         empty alternative as `{0,1}`.
         `nonempty_repeats`: a part that can match the empty string, repeated, is written
-        without its empty match (`without_empty`): `(?:[a-z]?)+` as `[a-z]{0,}`."""
+        without its empty match (`without_empty`): `(?:[a-z]?)+` as `[a-z]{0,}`.
+        `max_chars`: raise WrittenTooLong as soon as the character sets written pass it (a part that
+        can match nothing, repeated, may be written in quadratic length: `(?:a?a?...a?)+`
+        of 4 KB took 8 s to write out before its length was refused; a stranger's stall hunt)."""
         self._spell = spell_counts_up_to
         self._nonempty = nonempty_repeats
+        self._max_chars = max_chars
+        self._left = max_chars
         return self._write(self.items, write_set)
 
     _spell = 0
     _nonempty = False
+    _max_chars: int | None = None
+    _left: int | None = None
 
     def _write(self, items: Any, write_set: Callable[[Ranges], str]) -> str | None:
         out = []
@@ -259,6 +274,10 @@ class PythonRegex:
                 # (a set of lone surrogates only, `[\ud800-\udfff]`, matches no UTF-8 text:
                 # empty, not a `[]` that each engine refuses in words about a class never written)
                 part = write_set(ranges) if _without_surrogates(ranges) else None
+                if self._left is not None and part is not None:  # (the written sets alone: a lower bound)
+                    self._left -= len(part)
+                    if self._left < 0:
+                        raise WrittenTooLong(f"written out, it is longer than {self._max_chars:,} characters")
             elif op in (_P.MAX_REPEAT, _P.MIN_REPEAT):  # laziness does not change a full match
                 low, high, sub = arg
                 if self._nonempty and high > 1 and nullable(sub):
@@ -308,6 +327,11 @@ def nullable(items: Any) -> bool:
     return True
 
 
+# Items `without_empty` may write for one sequence (its rewrite of k nullable items holds
+# k(k+1)/2 of them: 6,000 `a?` in a row took 0.7 s to rewrite before any length was checked).
+MAX_REWRITTEN_ITEMS = 200_000
+
+
 def without_empty(items: Any) -> list[Any] | None:
     """The parse of what `items` match except the empty string, as sre items; None when it
     matches nothing else. A sequence whose items can all be empty is a choice of which item
@@ -315,6 +339,8 @@ def without_empty(items: Any) -> list[Any] | None:
     if not nullable(items):
         return list(items)
     items = list(items)
+    if len(items) * (len(items) + 1) // 2 > MAX_REWRITTEN_ITEMS:  # (each option holds the items after its first)
+        raise WrittenTooLong(f"a sequence of {len(items):,} parts that can each match nothing is too long to rewrite")
     options = []
     for i, (op, arg) in enumerate(items):  # (every item is nullable: the ones before i read nothing)
         first = _item_without_empty(op, arg)
@@ -462,7 +488,9 @@ def _without_surrogates(ranges: Ranges) -> Ranges:
     return tuple(out)
 
 
-def portable_regex(regex: str, spell_counts_up_to: int = 0, nonempty_repeats: bool = False) -> str:
+def portable_regex(
+    regex: str, spell_counts_up_to: int = 0, nonempty_repeats: bool = False, max_chars: int | None = None
+) -> str:
     """`regex` (whole-output match, a leading `^` and trailing `$` ignored) written so that
     any engine reads it as Python does: every character set spelled out by
     `explicit_class`. What the library backends compile instead of the client's text.
@@ -476,7 +504,8 @@ def portable_regex(regex: str, spell_counts_up_to: int = 0, nonempty_repeats: bo
     `\\d\\d`, `(?:\\{|AB\\})?` let `{"` through). `nonempty_repeats` (xgrammar's too): a
     repeated part that can match the empty string is written without its empty match
     (`(?:[a-z]?b?)+` as `(?:[a-z]b{0,1}|b){0,}`), the same language, over which xgrammar's
-    mask does not slow with every token.
+    mask does not slow with every token. `max_chars`: WrittenTooLong (not a RegexError) as
+    soon as the written regex would pass that length.
 
     Raises RegexError (regex_dfa's) naming the problem: Python's message for an invalid
     regex, the construct for an unsupported one, or an empty language.
@@ -484,9 +513,11 @@ def portable_regex(regex: str, spell_counts_up_to: int = 0, nonempty_repeats: bo
     from .regex_dfa import RegexError, _strip_anchors, shown_regex  # (regex_dfa imports this module)
 
     try:
-        text = PythonRegex(_strip_anchors(regex)).write(explicit_class, spell_counts_up_to, nonempty_repeats)
+        text = PythonRegex(_strip_anchors(regex)).write(explicit_class, spell_counts_up_to, nonempty_repeats, max_chars)
     except re.error as e:
         raise RegexError(f"invalid regex {shown_regex(regex)}: {e}") from None
+    except WrittenTooLong:
+        raise
     except NotWritable as e:
         raise RegexError(f"unsupported regex {shown_regex(regex)}: {e}") from None
     except RecursionError:
