@@ -206,16 +206,21 @@ def xgrammar_regex(regex: str) -> str:
     return _without_empty_repeats(regex, portable_regex(regex, XGRAMMAR_SPELLED_COUNTS), "a regex")
 
 
-def _without_empty_repeats(regex: str, written: str, what: str) -> str:
+def _without_empty_repeats(regex: str, written: str, what: str, json_text: bool = False) -> str:
     """`written` (xgrammar's form of `regex`), or where `regex` repeats a part that can match
     the empty string, its form with that part written without it; GrammarError naming `what`
-    if that form grows past REWRITE_GROWTH times (or still repeats such a part)."""
+    if that form grows past REWRITE_GROWTH times (or still repeats such a part). `json_text`:
+    `regex` is a pattern over a JSON string's text, which xgrammar reads with its own reader."""
     if not repeats_a_nullable_part(regex):
         return written
     try:  # (refused while it is written, once its character sets alone pass the bound: written
         # whole, a 4 KB regex took 8 s before its length was refused)
         nonempty = portable_regex(
-            regex, XGRAMMAR_SPELLED_COUNTS, nonempty_repeats=True, max_chars=REWRITE_GROWTH * len(written) + 1_000
+            regex,
+            XGRAMMAR_SPELLED_COUNTS,
+            nonempty_repeats=True,
+            max_chars=REWRITE_GROWTH * len(written) + 1_000,
+            raw_astral=json_text,
         )
     except WrittenTooLong:
         raise GrammarError(f"{what} {_NULLABLE_REPEAT}") from None
@@ -350,7 +355,7 @@ def _over_json_text(pattern: str, where: str, what: str, thing: str) -> str:
     if translated is None:
         raise GrammarError(f"{what} {pattern!r} at {where} matches no {thing}")
     regex = optional_as_count(render(translated))  # (a rewrite below writes `{0,1}` itself)
-    return f"^(?:{_without_empty_repeats(regex, regex, f'{what} {pattern!r} at {where}')})$"
+    return f"^(?:{_without_empty_repeats(regex, regex, f'{what} {pattern!r} at {where}', json_text=True)})$"
 
 
 def _pattern_properties_as_json_text(schema: SchemaObject, pointer: str) -> SchemaObject:

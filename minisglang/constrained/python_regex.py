@@ -437,24 +437,26 @@ def _item_ranges(op: Any, arg: Any) -> Ranges:
 # ---------------------------------------------------------------------------------------
 # Spelling a class out
 # ---------------------------------------------------------------------------------------
-def escape_in_class(code: int) -> str:
+def escape_in_class(code: int, raw_astral: bool = False) -> str:
     """One code point as it reads inside `[...]` in Python, Rust's regex and xgrammar alike:
     letters and digits of ASCII as themselves, everything else as `\\uHHHH` or
     `\\UHHHHHHHH` (no engine can read an escape as something else, or a raw character as
     an operator such as Rust's `&&` or `~~`). Not `\\xHH`: xgrammar reads all the hex
-    digits that follow (`\\x5fa` as U+05FA)."""
-    if code < 0x80 and chr(code).isalnum():
+    digits that follow (`\\x5fa` as U+05FA). `raw_astral`: a code point past U+FFFF as
+    itself, not `\\UHHHHHHHH`, which xgrammar's reader of a JSON schema's pattern takes for
+    the letters `U0001f600` (its regex reader knows it)."""
+    if code < 0x80 and chr(code).isalnum() or raw_astral and code > 0xFFFF:
         return chr(code)
     return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
-def explicit_class(ranges: Ranges) -> str:
+def explicit_class(ranges: Ranges, raw_astral: bool = False) -> str:
     """`ranges` as one bracketed class, `[...]` or `[^...]`, whichever names fewer ranges
     (`.` is `[^\\u000a]`), or one character's escape alone. Surrogates are left out of a
     positive class (no engine reading UTF-8 has them) and so never split a negated one."""
     ranges = _without_surrogates(ranges)
     if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:  # one character: no brackets
-        return escape_in_class(ranges[0][0])
+        return escape_in_class(ranges[0][0], raw_astral)
     other = _without_surrogates(complement(ranges))
     # (every character: `[^]` says so in JavaScript alone; Rust and Python refuse it)
     negated = 0 < len(other) < len(ranges)
@@ -470,7 +472,10 @@ def explicit_class(ranges: Ranges) -> str:
         lo, hi = items.pop(0)
         items = ([(lo + 1, hi)] if hi > lo else []) + items + [(CARET, CARET)]
     body = "".join(
-        escape_in_class(lo) if lo == hi else f"{escape_in_class(lo)}-{escape_in_class(hi)}" for lo, hi in items
+        escape_in_class(lo, raw_astral)
+        if lo == hi
+        else f"{escape_in_class(lo, raw_astral)}-{escape_in_class(hi, raw_astral)}"
+        for lo, hi in items
     )
     return f"[{'^' if negated else ''}{body}]"
 
@@ -489,7 +494,11 @@ def _without_surrogates(ranges: Ranges) -> Ranges:
 
 
 def portable_regex(
-    regex: str, spell_counts_up_to: int = 0, nonempty_repeats: bool = False, max_chars: int | None = None
+    regex: str,
+    spell_counts_up_to: int = 0,
+    nonempty_repeats: bool = False,
+    max_chars: int | None = None,
+    raw_astral: bool = False,
 ) -> str:
     """`regex` (whole-output match, a leading `^` and trailing `$` ignored) written so that
     any engine reads it as Python does: every character set spelled out by
@@ -505,7 +514,7 @@ def portable_regex(
     repeated part that can match the empty string is written without its empty match
     (`(?:[a-z]?b?)+` as `(?:[a-z]b{0,1}|b){0,}`), the same language, over which xgrammar's
     mask does not slow with every token. `max_chars`: WrittenTooLong (not a RegexError) as
-    soon as the written regex would pass that length.
+    soon as the written regex would pass that length. `raw_astral`: see `escape_in_class`.
 
     Raises RegexError (regex_dfa's) naming the problem: Python's message for an invalid
     regex, the construct for an unsupported one, or an empty language.
@@ -513,7 +522,8 @@ def portable_regex(
     from .regex_dfa import RegexError, _strip_anchors, shown_regex  # (regex_dfa imports this module)
 
     try:
-        text = PythonRegex(_strip_anchors(regex)).write(explicit_class, spell_counts_up_to, nonempty_repeats, max_chars)
+        write_set = functools.partial(explicit_class, raw_astral=raw_astral)
+        text = PythonRegex(_strip_anchors(regex)).write(write_set, spell_counts_up_to, nonempty_repeats, max_chars)
     except re.error as e:
         raise RegexError(f"invalid regex {shown_regex(regex)}: {e}") from None
     except WrittenTooLong:

@@ -27,7 +27,7 @@ import hashlib
 import re
 from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, overload
+from typing import Final, Literal, overload
 
 from .lazy_regex import EMPTY, MAX_NESTING, TOO_DEEP, AutomatonLimitError, RegexNode, RegexPool
 from .python_regex import normalize
@@ -61,6 +61,9 @@ def _quantifier(low: int, high: int | None) -> str:
     return "?" if (low, high) == (0, 1) else f"{{{low},{high}}}"
 
 
+CARET: Final = ord("^")
+
+
 @functools.lru_cache(maxsize=4096)
 def _class_text(ranges: Ranges) -> str:
     """One character of `ranges` as regex text: the character, or a class (negated when
@@ -81,7 +84,13 @@ def _class_text(ranges: Ranges) -> str:
             return first
         return first + ("" if hi == lo + 1 else "-") + _escape_char(chr(hi), in_class=True)  # [89], [0-9]
 
-    return ("[^" if negated else "[") + "".join(item(lo, hi) for lo, hi in (others if negated else ranges)) + "]"
+    items = list(others if negated else ranges)
+    if not negated and items[0][0] == CARET:
+        # xgrammar reads a class that opens with a caret as negated, however it is escaped
+        # (`[\^é]` let "b" through a JSON pattern; a stranger's fuzzing): '^' goes last
+        lo, hi = items.pop(0)
+        items = ([(lo + 1, hi)] if hi > lo else []) + items + [(CARET, CARET)]
+    return ("[^" if negated else "[") + "".join(item(lo, hi) for lo, hi in items) + "]"
 
 
 # A node's repr writes its regex text up to this length (`Regex.__repr__`).
