@@ -1292,6 +1292,10 @@ def test_llguidance_spells_forced_text_that_the_tokenizer_would_normalize(tmp_pa
         (r":+\d\d", ":"),
         (r"(?:\{|AB\})?\d\d", ""),  # (a stranger's differential fuzzing: `{"` allowed)
         (r"(?:\{|AB\}|)\d\d", ""),
+        # (past 16 copies, `X{17}X` was wrong too: `function` forbidden; a stranger's fuzzing)
+        (r"[c-я]{18}", "temperhiki"),
+        (r"[c-я]{18,}!", "temperhiki"),
+        (r"[c-я]{40}[\u0400-\u04ff]x", "temperhikitemperhikitemperhiki"),
     ],
 )
 def test_xgrammar_masks_a_repeated_class_before_multibyte_characters_as_the_fsm_does(

@@ -135,7 +135,8 @@ def _untyped(kind: str) -> Callable[[SchemaObject], bool]:
 
 
 # xgrammar is handed each repetition of one character set with its last required copy alone,
-# the copies before it spelled out up to this many (counted beyond), and the rest counted from 0
+# the copies before it spelled out up to this many (beyond, groups of this many counted, then the
+# rest spelled: `X{17}X` was wrong too, `[c-я]{18}` forbade `function`), the rest counted from 0
 # (portable_regex): its mask for `X{m,n}` (m >= 1), `X+`, `X*` or `X?` followed by a class of
 # multi-byte characters is wrong where a token crosses the repetition's end. Over the bundled
 # vocabulary `[a-z]{2}[\u0400-\u04ff]x` allowed 548 tokens its matcher then refused (`acc`: the

@@ -386,14 +386,16 @@ def _one_set(items: Any) -> bool:
 
 def _spelled(body: str, low: int, high: int | None, up_to: int) -> str:
     """`body{low,high}` (high None: unbounded) with its last required copy written alone,
-    the copies before it spelled out up to `up_to` (counted beyond), then what is optional
-    counted from 0: `X+` as `XX{0,}`, `X{3,5}` as `XXX{0,2}`, `X{40}` as `X{39}X`, `X?` as
-    `X{0,1}`, `X*` as `X{0,}`. The same language; xgrammar masks this form right (see portable_regex)."""
+    the copies before it spelled out up to `up_to` (beyond, groups of `up_to` counted, then
+    the rest spelled), then what is optional counted from 0: `X+` as `XX{0,}`, `X{3,5}` as
+    `XXX{0,2}`, `X{40}` as `(?:X{16}){2}XXXXXXXX`, `X?` as `X{0,1}`, `X*` as `X{0,}`. The same
+    language; xgrammar masks this form right (see portable_regex). (`X{39}X` it did not:
+    `[c-я]{18}` after ten letters forbade `function`; a stranger's fuzzing.)"""
     if low == 0:
         head = ""
     else:
-        before = low - 1
-        head = (body * before if before <= up_to else f"{body}{{{before}}}") + body
+        groups, rest = divmod(low - 1, up_to) if low - 1 > up_to else (0, low - 1)
+        head = (f"(?:{body}{{{up_to}}}){{{groups}}}" if groups else "") + body * rest + body
     if high is None:
         return f"{head}{body}{{0,}}"
     return head + (f"{body}{{0,{high - low}}}" if high > low else "")
@@ -506,11 +508,12 @@ def portable_regex(
 
     `spell_counts_up_to` (xgrammar's adapter, non-zero): a repetition of one character set
     is written with its last required copy alone, the copies before it spelled out up to
-    that many, and the rest counted from 0 (`[a-z]{1,3}` as `[a-z][a-z]{0,2}`, `[A-Z]+` as
-    `[A-Z][A-Z]{0,}`, `[a-z]?` as `[a-z]{0,1}`), the same language, which xgrammar masks right
-    where it does not mask `{1,3}`, `+`, `{20}` or `?` right before a class of multi-byte
-    characters; any other `X?`, and an empty alternative (`(?:X|)`), as `X{0,1}` (before
-    `\\d\\d`, `(?:\\{|AB\\})?` let `{"` through). `nonempty_repeats` (xgrammar's too): a
+    that many (beyond, in counted groups of that many), and the rest counted from 0
+    (`[a-z]{1,3}` as `[a-z][a-z]{0,2}`, `[A-Z]+` as `[A-Z][A-Z]{0,}`, `[a-z]?` as
+    `[a-z]{0,1}`), the same language, which xgrammar masks right where it does not mask
+    `{1,3}`, `+`, `{20}` or `?` right before a class of multi-byte characters; any other
+    `X?`, and an empty alternative (`(?:X|)`), as `X{0,1}` (before `\\d\\d`,
+    `(?:\\{|AB\\})?` let `{"` through). `nonempty_repeats` (xgrammar's too): a
     repeated part that can match the empty string is written without its empty match
     (`(?:[a-z]?b?)+` as `(?:[a-z]b{0,1}|b){0,}`), the same language, over which xgrammar's
     mask does not slow with every token. `max_chars`: WrittenTooLong (not a RegexError) as
