@@ -550,6 +550,43 @@ def test_the_rescue_goes_to_a_request_still_in_the_batch():
     assert reqs[1].grammar.slices + reqs[2].grammar.slices >= 3, "no request in the batch was rescued"
 
 
+class _Searching:
+    """A grammar whose jump search keeps one unit of work (a derivative stored) per call."""
+
+    def __init__(self):
+        self.units = 0
+
+    def jump_forward(self, tokenizer):
+        from minisglang.constrained.work_slices import checkpoint
+
+        self.units += 1
+        checkpoint(kept=True)
+        return None
+
+
+def test_no_jump_search_begins_past_the_steps_budget():
+    """A stranger's stall hunt: one request of 128 choices under a 2,000-structure tag made
+    every step 2-4 s for every client. Each choice's jump search ran in a slice, and a slice
+    keeps one unit of work before it may stop (a derivative of the tag: ~15 ms), so 128 units
+    a step whatever the budget. Past the budget no search begins now (as no row work does):
+    the others decode, and a greedy or seeded one waits for its search."""
+    from minisglang.constrained.work_slices import Baton
+    from minisglang.tokenizer import Tokenizer
+
+    work = s5.GrammarWork(step_seconds=0.004, max_seconds=60.0, baton=Baton())
+    jumper = s5.BudgetedJumpForward(Tokenizer.from_pretrained(sgl.DEFAULT_MODEL_PATH), work)
+    choices = [Req("x", [1], SamplingParams(temperature=1.0)) for _ in range(8)]
+    for i, req in enumerate(choices):
+        req.rid, req.grammar = 2000 + i, _Searching()
+    work.begin_step()
+    work.left = 0.0  # (an earlier search spent the budget)
+    assert jumper.before_decode(choices) == []
+    assert sum(req.grammar.units for req in choices) == 0, "searches began past the budget"
+    work.begin_step()  # a fresh budget: the searches run
+    jumper.before_decode(choices)
+    assert all(req.grammar.units == 1 for req in choices)
+
+
 def test_a_grammar_that_needs_more_work_than_max_grammar_seconds_is_aborted_naming_it():
     engine = sgl.Engine(stage="s5", grammar_step_seconds=1e-5, max_grammar_seconds=1e-4)
     try:
