@@ -246,6 +246,33 @@ def attacks() -> dict[str, list[tuple[str, dict]]]:
                 },
             )
         ],
+        # 128 choices under a tag of 2,000 structures sharing a 120-character begin: each choice's
+        # jump search kept one ~15 ms derivative a step, past the step's budget (a stranger's hunt)
+        "tag_choices": [
+            (
+                "attacker",
+                {
+                    "model": "tiny-json-llama",
+                    "prompt": "x",
+                    "n": 128,
+                    "max_tokens": 16,
+                    "temperature": 1.0,
+                    "response_format": {
+                        "type": "structural_tag",
+                        "at_least_one": True,
+                        "triggers": ["<tool_call>"],
+                        "structures": [
+                            {
+                                "begin": f"<tool_call>{'p' * 120}{i:05d}",
+                                "schema": {"type": "integer"},
+                                "end": "</tool_call>",
+                            }
+                            for i in range(2000)
+                        ],
+                    },
+                },
+            )
+        ],
     }
 
 
