@@ -19,7 +19,7 @@ from minisglang.constrained.regex_search import searches
 EXPONENTIAL = "^(a+)+$"
 NAME = "a" * 40 + "!"
 
-ATOMS = ["a", "b", "é", ".", "[ab]", "[^a]", r"\d", r"\s", r"\n", r"\$", "(?:)"]
+ATOMS = ["a", "b", "é", ".", "[ab]", "[^a]", r"\d", r"\s", r"\n", r"\$", "(?:)", r"[^\s\S]"]
 QUANTIFIERS = ["", "", "?", "*", "+", "{0,2}", "*?", "{2}"]
 
 
@@ -51,6 +51,7 @@ def patterns(draw, depth: int = 0) -> str:
 @example(pattern="^$", text="\n")
 @example(pattern="a\\\\$", text="a\\")
 @example(pattern="", text="")
+@example(pattern=r"^[^\s\S]$", text="a")  # (no text at all: no match, not an error)
 def test_searches_is_pythons_re_search(pattern, text):
     assert searches(pattern, text) == (re.search(pattern, text) is not None), (pattern, text)
 
@@ -85,6 +86,13 @@ def test_what_our_automata_cannot_read_is_named(pattern, said):
     assert pattern_meets_listed_name(schema)  # (we cannot tell: the adapter treats it as meeting)
     with pytest.raises(UnsupportedSchemaError, match="patternProperties"):
         build_regex_from_schema(schema)
+
+
+def test_a_pattern_that_matches_no_text_applies_to_no_name():
+    schema = {"type": "object", "properties": {"a": {}}, "patternProperties": {r"[^\s\S]": {"type": "integer"}}}
+    assert not pattern_meets_listed_name(schema)
+    regex = build_regex_from_schema(schema)
+    assert re.fullmatch(regex, json.dumps({"a": "x"})) and re.fullmatch(regex, "{}")
 
 
 def test_a_name_with_a_lone_surrogate_is_named():

@@ -495,6 +495,9 @@ def _without_surrogates(ranges: Ranges) -> Ranges:
     return tuple(out)
 
 
+EMPTY_LANGUAGE = "matches no string at all (empty language)"  # (the end of portable_regex's message)
+
+
 def portable_regex(
     regex: str,
     spell_counts_up_to: int = 0,
@@ -536,5 +539,5 @@ def portable_regex(
     except RecursionError:
         raise RegexError(f"regex too complex: {shown_regex(regex)} nests groups too deeply") from None
     if text is None:
-        raise RegexError(f"regex {shown_regex(regex)} matches no string at all (empty language)")
+        raise RegexError(f"regex {shown_regex(regex)} {EMPTY_LANGUAGE}")
     return text

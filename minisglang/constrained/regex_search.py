@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 
 from .lazy_byte_dfa import LazyByteDFA
-from .python_regex import portable_regex
+from .python_regex import EMPTY_LANGUAGE, portable_regex
 from .regex_dfa import RegexError, _top_level_branches, shown_regex
 
 _ANY_TEXT = r"[\s\S]*"
@@ -29,7 +29,7 @@ _KEPT_PER_THREAD = 64
 
 
 class _Kept(threading.local):
-    automata: dict[str, LazyByteDFA] | None = None
+    automata: dict[str, LazyByteDFA | None] | None = None  # (None: the pattern matches no text)
 
 
 _kept = _Kept()
@@ -70,17 +70,22 @@ def searches(pattern: str, text: str) -> bool:
     automata = _kept.automata
     if automata is None:
         automata = _kept.automata = {}
-    dfa = automata.get(pattern)
-    if dfa is None:
+    if pattern not in automata:
         if len(automata) >= _KEPT_PER_THREAD:
             automata.clear()
         wider, bodies = search_regex(pattern)
         for text_read in (bodies, wider):  # (what our automata cannot read, named in the client's words)
             try:
-                written = portable_regex(text_read)
+                written: str | None = portable_regex(text_read)
             except RegexError as e:
+                if str(e).endswith(EMPTY_LANGUAGE):  # (`[^\s\S]`: no text holds a match, as re.search says)
+                    written = None
+                    break
                 raise RegexError(str(e).replace(shown_regex(text_read), shown_regex(pattern))) from None
-        dfa = automata[pattern] = LazyByteDFA.from_regex(written)
+        automata[pattern] = None if written is None else LazyByteDFA.from_regex(written)
+    dfa = automata[pattern]
+    if dfa is None:
+        return False
     try:
         data = text.encode("utf-8")
     except UnicodeEncodeError:
