@@ -316,10 +316,7 @@ def _whole_utf8(data: bytes) -> bool:
 
 def _shown(data: bytes) -> str:
     """Text as Python writes a str, or as bytes where it is not whole UTF-8 (`b'903\\xc3'`)."""
-    try:
-        return repr(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        return repr(data)
+    return repr(data.decode("utf-8")) if _whole_utf8(data) else repr(data)
 
 
 def _regex_problem(regex: str, library_message: str) -> str:

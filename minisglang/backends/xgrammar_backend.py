@@ -214,18 +214,19 @@ def _without_empty_repeats(regex: str, written: str, what: str, json_text: bool 
     `regex` is a pattern over a JSON string's text, which xgrammar reads with its own reader."""
     if not repeats_a_nullable_part(regex):
         return written
+    bound = REWRITE_GROWTH * len(written) + 1_000
     try:  # (refused while it is written, once its character sets alone pass the bound: written
         # whole, a 4 KB regex took 8 s before its length was refused)
         nonempty = portable_regex(
             regex,
             XGRAMMAR_SPELLED_COUNTS,
             nonempty_repeats=True,
-            max_chars=REWRITE_GROWTH * len(written) + 1_000,
+            max_chars=bound,
             raw_astral=json_text,
         )
     except WrittenTooLong:
         raise GrammarError(f"{what} {_NULLABLE_REPEAT}") from None
-    if len(nonempty) > REWRITE_GROWTH * len(written) + 1_000 or repeats_a_nullable_part(nonempty):
+    if len(nonempty) > bound or repeats_a_nullable_part(nonempty):
         raise GrammarError(f"{what} {_NULLABLE_REPEAT}")
     return nonempty
 

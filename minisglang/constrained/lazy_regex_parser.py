@@ -39,7 +39,7 @@ from .regex_ast import (
     lower,
     repeat,
 )
-from .regex_dfa import RegexError, _complement, _strip_anchors, shown_regex
+from .regex_dfa import EmptyLanguage, RegexError, _complement, _strip_anchors, shown_regex
 from .work_slices import checkpoint
 
 # ---------------------------------------------------------------------------------------
@@ -419,7 +419,7 @@ def lower_checked(tree: Regex, pool: RegexPool, shown: str) -> RegexNode:
     error names it)."""
     node = lower(tree, pool)
     if node.kind == EMPTY:
-        raise RegexError(f"regex {shown} matches no string at all (empty language)")
+        raise EmptyLanguage(shown)
     return node
 
 

@@ -495,9 +495,6 @@ def _without_surrogates(ranges: Ranges) -> Ranges:
     return tuple(out)
 
 
-EMPTY_LANGUAGE = "matches no string at all (empty language)"  # (the end of portable_regex's message)
-
-
 def portable_regex(
     regex: str,
     spell_counts_up_to: int = 0,
@@ -525,7 +522,7 @@ def portable_regex(
     Raises RegexError (regex_dfa's) naming the problem: Python's message for an invalid
     regex, the construct for an unsupported one, or an empty language.
     """
-    from .regex_dfa import RegexError, _strip_anchors, shown_regex  # (regex_dfa imports this module)
+    from .regex_dfa import EmptyLanguage, RegexError, _strip_anchors, shown_regex  # (regex_dfa imports this module)
 
     try:
         write_set = functools.partial(explicit_class, raw_astral=raw_astral)
@@ -539,5 +536,5 @@ def portable_regex(
     except RecursionError:
         raise RegexError(f"regex too complex: {shown_regex(regex)} nests groups too deeply") from None
     if text is None:
-        raise RegexError(f"regex {shown_regex(regex)} {EMPTY_LANGUAGE}")
+        raise EmptyLanguage(shown_regex(regex))
     return text

@@ -27,10 +27,10 @@ import hashlib
 import re
 from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Literal, overload
+from typing import Literal, overload
 
 from .lazy_regex import EMPTY, MAX_NESTING, TOO_DEEP, AutomatonLimitError, RegexNode, RegexPool
-from .python_regex import normalize
+from .python_regex import CARET, normalize
 from .regex_dfa import RegexError, _complement, _escape_char, _remove_surrogates, utf8_sequences
 from .work_slices import checkpoint
 
@@ -59,9 +59,6 @@ def _quantifier(low: int, high: int | None) -> str:
     if low == high:
         return f"{{{low}}}"
     return "?" if (low, high) == (0, 1) else f"{{{low},{high}}}"
-
-
-CARET: Final = ord("^")
 
 
 @functools.lru_cache(maxsize=4096)

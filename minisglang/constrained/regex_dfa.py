@@ -48,6 +48,13 @@ class RegexError(ValueError):
     """The regex is invalid, unsupported, matches nothing, or is too complex."""
 
 
+class EmptyLanguage(RegexError):
+    """The regex matches no string at all (`[^\\s\\S]`): a search with it finds nothing."""
+
+    def __init__(self, shown: str):
+        super().__init__(f"regex {shown} matches no string at all (empty language)")
+
+
 def _shown_char(c: str) -> str:
     """One character of a regex as an error message shows it: one that does not print escaped."""
     return c if c.isprintable() else repr(c)[1:-1]  # repr escapes a non-printing character alone
@@ -383,7 +390,7 @@ def compile_regex(pattern: str, max_states: int = 10_000) -> CharDFA:
     alphabet = Alphabet(python.char_sets())
     text = python.write(alphabet.representatives)
     if text is None:
-        raise RegexError(f"regex {shown_regex(pattern)} matches no string at all (empty language)")
+        raise EmptyLanguage(shown_regex(pattern))
     try:
         parsed = interegular.parse_pattern(text)
     except Exception as e:  # interegular's parser raises several exception types
@@ -405,7 +412,7 @@ def compile_regex(pattern: str, max_states: int = 10_000) -> CharDFA:
         _limit.states = None
     dfa = _renumber(fsm, pattern, alphabet)
     if not dfa.finals:
-        raise RegexError(f"regex {shown_regex(pattern)} matches no string at all (empty language)")
+        raise EmptyLanguage(shown_regex(pattern))
     if dfa.num_states > max_states:
         raise RegexError(
             f"regex too complex: more than {max_states} states ({dfa.num_states}) for {shown_regex(pattern)}"
@@ -429,10 +436,8 @@ def _strip_anchors(pattern: str, level: int = 0) -> str:
     out = []
     for branch in branches:
         branch = branch[1:] if branch.startswith("^") else branch
-        if branch.endswith("$"):
-            backslashes = len(branch[:-1]) - len(branch[:-1].rstrip("\\"))
-            if backslashes % 2 == 0:  # an odd count means the `$` itself is escaped
-                branch = branch[:-1]
+        if branch.endswith("$") and unescaped(branch[:-1]):
+            branch = branch[:-1]
         # A group that is the whole alternative, with no quantifier after it: its own alternatives
         # start and end where the match does.
         for opening in ("(?:", "(?P<", "(") if level < ANCHOR_GROUP_LEVELS else ():
@@ -444,6 +449,11 @@ def _strip_anchors(pattern: str, level: int = 0) -> str:
                 break
         out.append(branch)
     return "|".join(out)
+
+
+def unescaped(before: str) -> bool:
+    """Whether what follows `before` is not escaped (an even run of backslashes ends it)."""
+    return (len(before) - len(before.rstrip("\\"))) % 2 == 0
 
 
 def _top_level_branches(pattern: str) -> list[str] | None:

@@ -19,8 +19,8 @@ from __future__ import annotations
 import threading
 
 from .lazy_byte_dfa import LazyByteDFA
-from .python_regex import EMPTY_LANGUAGE, portable_regex
-from .regex_dfa import RegexError, _top_level_branches, shown_regex
+from .python_regex import portable_regex
+from .regex_dfa import EmptyLanguage, RegexError, _top_level_branches, shown_regex, unescaped
 
 _ANY_TEXT = r"[\s\S]*"
 # Each thread's automata of the patterns it searched lately (a schema's patterns are asked
@@ -47,18 +47,13 @@ def search_regex(pattern: str) -> tuple[str, str]:
     for branch in branches:
         head = 1 if branch.startswith("^") else 2 if branch.startswith("\\A") else 0
         body, tail = branch[head:], _ANY_TEXT
-        if body.endswith("$") and _unescaped(body[:-1]):
+        if body.endswith("$") and unescaped(body[:-1]):
             body, tail = body[:-1], "\\n?"
-        elif body.endswith("\\Z") and _unescaped(body[:-2]):
+        elif body.endswith("\\Z") and unescaped(body[:-2]):
             body, tail = body[:-2], ""
         wider.append(("" if head else _ANY_TEXT) + f"(?:{body})" + tail)
         bodies.append(body)
     return "|".join(wider), "|".join(bodies)
-
-
-def _unescaped(before: str) -> bool:
-    """Whether what follows `before` is not escaped (an even run of backslashes ends it)."""
-    return (len(before) - len(before.rstrip("\\"))) % 2 == 0
 
 
 def searches(pattern: str, text: str) -> bool:
@@ -77,10 +72,10 @@ def searches(pattern: str, text: str) -> bool:
         for text_read in (bodies, wider):  # (what our automata cannot read, named in the client's words)
             try:
                 written: str | None = portable_regex(text_read)
+            except EmptyLanguage:  # (`[^\s\S]`: no text holds a match, as re.search says)
+                written = None
+                break
             except RegexError as e:
-                if str(e).endswith(EMPTY_LANGUAGE):  # (`[^\s\S]`: no text holds a match, as re.search says)
-                    written = None
-                    break
                 raise RegexError(str(e).replace(shown_regex(text_read), shown_regex(pattern))) from None
         automata[pattern] = None if written is None else LazyByteDFA.from_regex(written)
     dfa = automata[pattern]
