@@ -281,6 +281,49 @@ def expand_blocks(model: LlamaForCausalLM, layers: int) -> LlamaForCausalLM:
     return model
 
 
+def expand_width(
+    model: LlamaForCausalLM, hidden: int, intermediate: int, heads: int, kv_heads: int
+) -> LlamaForCausalLM:
+    """A wider model with `model`'s function: hidden size ``hidden`` (more residual dimensions),
+    ``heads`` attention heads of the same head size, ``intermediate`` MLP units (Net2Net-style
+    function-preserving growth, Chen et al. 2016). The old weights keep their places. What
+    writes into the new parts starts at zero (the embedding's new columns, the new rows and
+    new-head or new-unit columns of ``o_proj`` and ``down_proj``), so they add nothing until
+    training moves them; what reads the new parts is small random (q/k/v/gate/up's new rows
+    and columns, a fresh model's initialisation), so the gradient reaches them. An RMSNorm
+    averages over every dimension: the old dimensions' weights are scaled by sqrt(H / H2) and
+    ``rms_norm_eps`` by H / H2, which gives the same normalised values (the eps matters: the
+    embeddings are small, and with it unscaled stage 36's logits moved by up to 7.6). The grown
+    model starts where the small one ended (up to float32 rounding), with more width for what
+    it could not learn."""
+    old = model.config
+    head_dim = getattr(old, "head_dim", None) or old.hidden_size // old.num_attention_heads
+    if heads * head_dim != hidden or heads // kv_heads != old.num_attention_heads // old.num_key_value_heads:
+        raise SystemExit(
+            f"growing the width keeps head_dim {head_dim} and heads per kv-head: --hidden {hidden} needs "
+            f"--heads {hidden // head_dim} and --kv-heads in the ratio {old.num_attention_heads}:{old.num_key_value_heads}"
+        )
+    if intermediate < old.intermediate_size or hidden < old.hidden_size:
+        raise SystemExit("growing the width: --hidden and --intermediate no smaller than the --init-from model's")
+    config = LlamaConfig.from_dict(old.to_dict())
+    config.hidden_size, config.intermediate_size, config.head_dim = hidden, intermediate, head_dim
+    config.num_attention_heads, config.num_key_value_heads = heads, kv_heads
+    config.rms_norm_eps = old.rms_norm_eps * old.hidden_size / hidden
+    grown = LlamaForCausalLM(config)  # initialised small random; every old weight is copied over it
+    small = dict(model.named_parameters())
+    scale = math.sqrt(old.hidden_size / hidden)
+    with torch.no_grad():
+        for name, weight in grown.named_parameters():  # (a tied lm_head is the embedding)
+            w = small[name]
+            if name.endswith("norm.weight"):
+                weight.fill_(w.abs().mean() * scale)  # new dimensions read as strongly as old ones
+                w = w * scale
+            elif name.endswith(("embed_tokens.weight", "o_proj.weight", "down_proj.weight")):
+                weight.zero_()  # writers of the residual stream: the new parts write nothing
+            weight[tuple(slice(0, n) for n in w.shape)] = w
+    return grown
+
+
 def lr_at(step: int, steps: int, peak: float, warmup: int) -> float:
     """Linear warm-up, then cosine decay to a tenth of the peak."""
     if step < warmup:
@@ -359,7 +402,8 @@ def main(argv: list[str] | None = None) -> None:
         type=Path,
         default=None,
         help="a second stage: start from this checkpoint directory's weights and tokenizer "
-        "(fresh optimizer and schedule) instead of from nothing",
+        "(fresh optimizer and schedule) instead of from nothing; with more --layers or a larger "
+        "--hidden than it has, grown deeper (expand_blocks) or wider (expand_width) first",
     )
     ap.add_argument(
         "--train-new-only",
@@ -467,6 +511,10 @@ def train(args) -> None:
     # initialised on the CPU, so the same seed gives the same start anywhere; the optimizer
     # state loaded below follows the parameters to the device
     model = LlamaForCausalLM.from_pretrained(args.init_from) if args.init_from else LlamaForCausalLM(config)
+    if args.init_from and args.hidden > model.config.hidden_size:
+        if args.train_new_only:
+            raise SystemExit("--train-new-only trains new blocks only, not a wider model")
+        model = expand_width(model, args.hidden, args.intermediate, args.heads, args.kv_heads)
     if args.init_from and args.layers > model.config.num_hidden_layers:
         old_blocks = set(map(id, model.model.layers))
         model = expand_blocks(model, args.layers)

@@ -197,6 +197,34 @@ def test_expand_blocks_starts_as_the_small_model_and_trains_only_new_blocks(tmp_
     assert new and any(not torch.equal(after[k], before[k.replace("layers.2", "layers.1")]) for k in new)
 
 
+def test_expand_width_starts_as_the_small_model_and_trains_the_new_parts(tmp_path):
+    """A larger --hidden than the --init-from model: it grows wider (more residual dimensions,
+    heads of the same size, MLP units). The grown model computes the small one's logits (up to
+    float32 rounding: sums run over more, zero, terms), and training moves what started at zero."""
+    from transformers import LlamaForCausalLM
+
+    train(tmp_path, "one", "--stop-after", "4")
+    snapshot = tmp_path / "one" / "state" / "step-4"
+    small = LlamaForCausalLM.from_pretrained(snapshot).float().eval()
+    ids = torch.randint(0, small.config.vocab_size, (2, 12))
+    # TINY: hidden 32, 8 heads of 4, 4 kv-heads, 64 units -> 12 heads (6 kv-heads), 96 units
+    grown = train_tiny_model.expand_width(LlamaForCausalLM.from_pretrained(snapshot).float(), 48, 96, 12, 6).eval()
+    assert grown.model.embed_tokens.weight.shape[1] == 48 and grown.config.num_key_value_heads == 6
+    torch.testing.assert_close(grown(ids).logits, small(ids).logits, rtol=1e-5, atol=1e-5)
+    assert torch.equal(grown(ids).logits.argmax(-1), small(ids).logits.argmax(-1))
+
+    wider = ["--hidden", "48", "--intermediate", "96", "--heads", "12", "--kv-heads", "6"]
+    extra = ["--init-from", str(snapshot), "--seed", "1", "--copy-steps", "0", "--lr", "1e-2", *wider]
+    train(tmp_path, "two", *extra, "--steps", "2", "--stop-after", "2")
+    after = torch.load(tmp_path / "two" / "state" / "checkpoint.pt", weights_only=False)["model"]
+    assert after["model.embed_tokens.weight"][:, 32:].abs().sum() > 0  # new residual dimensions written
+    assert after["model.layers.0.self_attn.o_proj.weight"][:, 32:].abs().sum() > 0  # new heads heard
+    assert after["model.layers.1.mlp.down_proj.weight"][32:].abs().sum() > 0
+    assert after["model.layers.1.mlp.down_proj.weight"][:, 64:].abs().sum() > 0  # new MLP units heard
+    with pytest.raises(SystemExit, match="head_dim 4"):
+        train(tmp_path, "three", "--init-from", str(snapshot), "--hidden", "48")  # still 8 heads of 4
+
+
 def test_average_last_saves_the_mean_of_the_last_snapshots(tmp_path):
     """--average-last N: the saved model is the mean of the last N snapshots' weights."""
     from safetensors.torch import load_file
