@@ -1347,6 +1347,65 @@ def test_xgrammars_masks_over_repeated_classes_are_the_fsm_backends(backends, to
     walk_beside_the_fsm("xgrammar", lib, fsm, tokenizer, data.draw(st.integers(0, 6), label="steps"), data)
 
 
+# (schema, a string it takes, as JSON text): xgrammar 0.2.9 reads a JSON pattern it cannot
+# inline with its `json_string` reader, which let no `\"`, `\\` or `\n` escape into an optional
+# part or an alternation; `^(?:b\n)?$` after `"b` allowed nothing (a stranger's fuzzing), and a
+# string with minLength/maxLength (written as a pattern) never held a quote or a newline
+JSON_TEXT_CASES = [
+    ({**S, "pattern": "^(?:b\\n)?$"}, '"b\\n"'),
+    ({**S, "pattern": "^[^a]*$"}, '"x\\"y\\\\z\\n"'),
+    ({**S, "pattern": "^a.c$"}, '"a\\"c"'),
+    ({**S, "pattern": "^(?:x|\\\\)+$"}, '"x\\\\x"'),
+    ({**S, "pattern": '^(?:"|y){2}$'}, '"\\"y"'),
+    ({**S, "maxLength": 4}, '"a\\"\\né"'),
+    ({**S, "minLength": 2, "maxLength": 20}, '"' + "é" * 18 + '\\n中"'),
+    ({**S, "maxLength": 40}, '"' + "temperhiki" * 3 + "я" * 9 + '\\""'),
+]
+
+
+@pytest.mark.parametrize("schema, text", JSON_TEXT_CASES)
+def test_xgrammar_masks_json_escapes_in_patterns_and_lengths_as_the_fsm_does(backends, tokenizer, schema, text):
+    """Along a string its schema takes, xgrammar's mask is the fsm backend's (the adapter
+    hands a pattern over as a plain regex over the string's JSON text: library_children's
+    `xgrammar_compiled`; and lengths as the fsm backend counts them)."""
+    jsonschema.validate(json.loads(text), schema)
+    lib = compiled(backends["xgrammar"], "json_schema", json.dumps(schema))
+    fsm = compiled(backends["fsm"], "json_schema", json.dumps(schema))
+    width = tokenizer.vocab_size + PAD
+    for t in [*tokenizer.encode(text), None]:
+        check_against_fsm("xgrammar", lib, mask_row(lib, width), mask_row(fsm, width), True, tokenizer.vocab_size)
+        if t is not None:
+            lib.accept_token(t)
+            fsm.accept_token(t)
+    assert lib.is_terminated() == fsm.is_terminated()
+
+
+_PATTERN_PART = st.sampled_from(["a", ".", "[^a]", '"', "\\\\", "\\n", '[\\\\"]', "é", "[x-z]"])
+
+
+@st.composite
+def _escaping_pattern(draw) -> str:
+    """A pattern of two or three parts, each maybe optional, repeated or one of two."""
+    parts: list[str] = []
+    for _ in range(draw(st.integers(2, 3))):
+        part = draw(_PATTERN_PART)
+        shape = draw(st.sampled_from(["{}", "(?:{})?", "(?:{})*", "(?:{}|{})"]))
+        parts.append(shape.format(part, draw(_PATTERN_PART)) if shape.count("{}") == 2 else shape.format(part))
+    return "^" + "".join(parts) + "$"
+
+
+@settings(max_examples=10, deadline=None)
+@given(pattern=_escaping_pattern(), data=st.data())
+def test_xgrammars_masks_over_json_escapes_in_patterns_are_the_fsm_backends(backends, tokenizer, pattern, data):
+    """The property behind the cases above: along a random walk, xgrammar's mask of a string
+    whose pattern holds quotes, backslashes, newlines, `.` or a negated class in optional,
+    repeated or alternative parts (or that has a length) is the fsm backend's."""
+    lengths = data.draw(st.sampled_from([{}, {"maxLength": 3}, {"minLength": 1, "maxLength": 18}]), label="lengths")
+    schema = json.dumps({"type": "string", **lengths} if lengths else {"type": "string", "pattern": pattern})
+    lib, fsm = compiled(backends["xgrammar"], "json_schema", schema), compiled(backends["fsm"], "json_schema", schema)
+    walk_beside_the_fsm("xgrammar", lib, fsm, tokenizer, data.draw(st.integers(0, 6), label="steps"), data)
+
+
 def test_llguidances_parser_limit_is_named_as_a_limit_not_as_an_empty_language(backends, tokenizer):
     """An ambiguous grammar (a stranger's random GBNF) reaches llguidance's parser item limit
     at its first mask: the abort says a limit was reached, not that the grammar allows no text

@@ -24,6 +24,8 @@ What this adapter adds:
   `pattern`, because xgrammar's length-counted strings let raw control characters in;
 - a `pattern` is rewritten over the string's JSON text (our compiler's translation): xgrammar
   puts its characters between the quotes as they are (a `\\n` in it wrote a raw newline);
+  and it is read as a plain regex over that text, not with xgrammar's JSON-string reader,
+  which lets no escape into an optional part (library_children.xgrammar_compiled);
 - a known `format` becomes the fsm backend's pattern for it (`format_as_pattern`): xgrammar's
   `ipv4` allows leading zeros, and beside a `pattern` it enforced only the format.
 """
@@ -53,6 +55,7 @@ from ..constrained.json_schema import InvalidSchemaError, UnsupportedSchemaError
 # The string contents (JSON text) in which a pattern finds a match: our fsm compiler's own
 # translation, so every backend reads a `pattern` alike.
 from ..constrained.json_schema.patterns import _pattern_regex as pattern_over_json_text
+from ..constrained.json_schema.string_chars import COUNTED_STRING_CHAR
 from ..constrained.python_regex import WrittenTooLong, portable_regex
 from ..constrained.regex_ast import render
 from ..constrained.work_slices import CompileCancelled, outside
@@ -298,7 +301,7 @@ IGNORED = (
     # resolves every `#/...` against the root document.
     IgnoredKeyword("$id", "inside a subschema (a new base for its '$ref's)", below_root=True),
 )
-# Longest minLength/maxLength written as a pattern: compiling `[^\ud800-\udfff]{0,n}` grows with n
+# Longest minLength/maxLength written as a pattern: compiling `(?:C){0,n}` grows with n
 # (1,000: about 1 s; 5,000: 25 s).
 MAX_LENGTH_AS_PATTERN = 1000
 
@@ -326,10 +329,12 @@ def _whole_integer_bounds(schema: SchemaObject, pointer: str) -> SchemaObject:
 
 
 def _length_as_pattern(schema: SchemaObject, pointer: str) -> SchemaObject:
-    """A string's minLength/maxLength written as a `pattern` (lengths beside a pattern or
-    format are refused before): xgrammar's length-counted strings allow raw U+0000-U+001F,
-    which JSON forbids inside a string, and its patterns do not. The pattern's character is any
-    code point but a surrogate (see Utf8Guard: a surrogate's bytes are not UTF-8)."""
+    """A string's minLength/maxLength written as a `pattern` over the string's JSON text
+    (lengths beside a pattern or format are refused before): xgrammar's length-counted
+    strings allow raw U+0000-U+001F, which JSON forbids inside a string. Each counted
+    character is the fsm backend's COUNTED_STRING_CHAR, raw or a short escape (`\\u` escapes
+    would make the repeated automaton several times larger: at maxLength 1000 a 0.7 s compile
+    took 4.4 s), read as xgrammar reads a `regex` request."""
     if "minLength" not in schema and "maxLength" not in schema:
         return schema
     low, high = schema.pop("minLength", 0), schema.pop("maxLength", None)
@@ -341,7 +346,8 @@ def _length_as_pattern(schema: SchemaObject, pointer: str) -> SchemaObject:
             f"and as a pattern a bound above {MAX_LENGTH_AS_PATTERN} (at {pointer}) is too slow to "
             "compile; use the 'fsm' grammar backend for this schema"
         )
-    schema["pattern"] = f"^[^\\ud800-\\udfff]{{{int(low)},{'' if high is None else int(high)}}}$"
+    counted = f"(?:{COUNTED_STRING_CHAR}){{{int(low)},{'' if high is None else int(high)}}}"
+    schema["pattern"] = f"^(?:{xgrammar_regex(counted)})$"
     return schema
 
 
@@ -743,8 +749,8 @@ class XGrammarBackend(BaseGrammarBackend):
         schema = rewrite_subschemas(schema, _whole_integer_bounds)  # (before the rules, which read whole bounds)
         refuse_ignored_keywords(schema, IGNORED, "xgrammar", "xgrammar")
         schema = rewrite_subschemas(schema, EXACT_BOUNDS)  # (after the rules, which name the user's bounds)
-        # (lengths last: their pattern is over the string's characters, and a length beside a
-        # pattern or format was refused above)
+        # (lengths last: their pattern is written over the string's JSON text already, and a
+        # length beside a pattern or format was refused above)
         for step in (format_as_pattern, _pattern_as_json_text, _pattern_properties_as_json_text, _length_as_pattern):
             schema = rewrite_subschemas(schema, step)
         return schema
@@ -844,13 +850,14 @@ class XGrammarBackend(BaseGrammarBackend):
         return XGrammarGrammar(compiled, self.stop_only_row, self.guard, jumps=jumps)
 
     def _compiled(self, method: str, grammar: Any, **kwargs: Any) -> xgr.CompiledGrammar:
-        """`self.compiler.<method>(grammar, **kwargs)`, in a kept child (unless the backend
+        """`self.compiler.<method>(grammar, **kwargs)` (as `library_children.xgrammar_compiled`
+        reads it: JSON strings' patterns as plain regexes), in a kept child (unless the backend
         compiles on threads), whose grammar comes back as JSON. One too big to send back is
         compiled again here, the child having shown that it ends in time; meanwhile this
         thread steps out of the pool (`outside`), so it holds no thread another client needs."""
         if self.children is None:
-            compiled: xgr.CompiledGrammar = getattr(self.compiler, method)(grammar, **kwargs)
-            return compiled
+            made: xgr.CompiledGrammar = library_children.xgrammar_compiled(self.compiler, method, (grammar,), kwargs)
+            return made
         sent = self.children.call(
             library_children.xgrammar_compile,
             (method, (grammar,), kwargs),
@@ -860,5 +867,5 @@ class XGrammarBackend(BaseGrammarBackend):
         if sent is not None:
             return xgr.CompiledGrammar.deserialize_json(sent, self.info)
         with outside():
-            compiled = getattr(self.compiler, method)(grammar, **kwargs)
+            compiled = library_children.xgrammar_compiled(self.compiler, method, (grammar,), kwargs)
         return compiled

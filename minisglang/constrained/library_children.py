@@ -53,11 +53,12 @@ XGRAMMAR_SEND_BYTES = 1 << 20
 
 
 def xgrammar_compile(method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
-    """`GrammarCompiler.<method>(*args, **kwargs)` in the child, as `serialize_json` text;
-    None when the compiled grammar is over XGRAMMAR_SEND_BYTES, or its JSON would not fit
-    in the child's memory (the parent compiles it again, knowing now that it ends in time)."""
+    """`xgrammar_compiled(<the child's compiler>, method, args, kwargs)` in the child, as
+    `serialize_json` text; None when the compiled grammar is over XGRAMMAR_SEND_BYTES, or its
+    JSON would not fit in the child's memory (the parent compiles it again, knowing now that
+    it ends in time)."""
     try:
-        compiled = getattr(_LIBRARY["xgrammar"], method)(*args, **kwargs)
+        compiled = xgrammar_compiled(_LIBRARY["xgrammar"], method, args, kwargs)
     except RuntimeError as e:
         if "bad_alloc" in str(e):  # (C++'s out-of-memory, under the child's address-space limit)
             raise MemoryError from e
@@ -70,3 +71,51 @@ def xgrammar_compile(method: str, args: tuple[Any, ...], kwargs: dict[str, Any])
         if "bad_alloc" in str(e):
             return None
         raise
+
+
+# The GrammarCompiler methods whose grammar can hold a JSON string's `pattern`, and the
+# Grammar constructor that builds that grammar uncompiled.
+_GRAMMAR_OF = {"compile_json_schema": "from_json_schema", "compile_structural_tag": "from_structural_tag"}
+_JSON_STRING = ", json_string=true)"
+
+
+def xgrammar_compiled(compiler: Any, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """`compiler.<method>(*args, **kwargs)`, except that a JSON string's `pattern` is read as
+    a plain regex over the string's JSON text. Our adapter already writes each pattern over
+    that text (backslash escapes spelled out), but xgrammar 0.2.9 reads a pattern it cannot
+    inline with its `json_string` reader, which never lets a `"`, a `\\` or a control
+    character's escape into an optional part or an alternation: under `^[^a]*$` or `.` a
+    string never held a quote, and `^(?:b\\n)?$` after `"b` allowed nothing (the request
+    aborted). So the grammar is built, printed, and read back with those regexes plain."""
+    import xgrammar as xgr
+
+    build = _GRAMMAR_OF.get(method)
+    if build is None:
+        return getattr(compiler, method)(*args, **kwargs)
+    grammar = getattr(xgr.Grammar, build)(*args, **kwargs)
+    printed = str(grammar)
+    plain = plain_regexes(printed)
+    return compiler.compile_grammar(grammar if plain == printed else xgr.Grammar.from_ebnf(plain))
+
+
+def plain_regexes(ebnf: str) -> str:
+    """xgrammar's printed grammar `ebnf` with each `Regex("...", json_string=true)` written
+    `Regex("...")`. Read token by token: a string literal or a character class is skipped
+    whole (a `\\` escapes the character after it), so a pattern's own text never matches."""
+    out, start, i = [], 0, 0
+    while i < len(ebnf):
+        opening = ebnf[i]
+        if opening not in '"[':
+            i += 1
+            continue
+        closing = '"' if opening == '"' else "]"
+        j = i + 1
+        while j < len(ebnf) and ebnf[j] != closing:
+            j += 2 if ebnf[j] == "\\" else 1
+        end = j + 1
+        if opening == '"' and ebnf.endswith("Regex(", 0, i) and ebnf.startswith(_JSON_STRING, end):
+            out += [ebnf[start:end], ")"]
+            start = end + len(_JSON_STRING)
+        i = end
+    out.append(ebnf[start:])
+    return "".join(out)
