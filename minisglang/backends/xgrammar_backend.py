@@ -867,5 +867,5 @@ class XGrammarBackend(BaseGrammarBackend):
         if sent is not None:
             return xgr.CompiledGrammar.deserialize_json(sent, self.info)
         with outside():
-            compiled = library_children.xgrammar_compiled(self.compiler, method, (grammar,), kwargs)
-        return compiled
+            again: xgr.CompiledGrammar = library_children.xgrammar_compiled(self.compiler, method, (grammar,), kwargs)
+        return again
