@@ -144,11 +144,18 @@ class StructuralTag:
         if automaton not in ("eager", "lazy"):
             raise ValueError(f"automaton must be 'eager' or 'lazy', got {automaton!r}")
         free = (FreeTextByDifference if automaton == "lazy" else FreeText)(self.triggers, limits.max_free_text_chars)
-        # Per structure: its trigger, and the regex of the tag after that trigger.
-        trigger = [self.trigger_of(s) for s in self.structures]
+        # Per group of structures with one trigger, end and schema: the trigger, and the regex
+        # of their tags after it. (Their begins differ; one group's tags are (b1|b2|...)S e,
+        # the same words as b1 S e | b2 S e | ..., with the schema written once: 5,000 tools
+        # of the schema `true` wrote its ~1.6 KB regex 5,000 times, twice, and took 42 s.)
+        groups: dict[tuple[str, str, str], list[int]] = {}
+        for i, s in enumerate(self.structures):
+            groups.setdefault((self.trigger_of(s), s.end, json.dumps(s.schema, sort_keys=True)), []).append(i)
+        trigger = [t for t, _, _ in groups]
         body = [
-            f"{literal(s.begin[len(t) :])}(?:{self._schema_regex(i, schema_regex)}){literal(s.end)}"
-            for i, (s, t) in enumerate(zip(self.structures, trigger))
+            _alt([literal(self.structures[i].begin[len(t) :]) for i in members])
+            + f"(?:{self._schema_regex(members[0], schema_regex)}){literal(end)}"
+            for (t, end, _), members in groups.items()
         ]
         # One loop iteration: free text up to the first trigger t, then one of t's tags.
         loop = _alt(
