@@ -263,6 +263,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.quick:
         args.requests, args.repeats = min(args.requests, 16), 1
+    # (a student's copy runs this bench through PYTHONPATH: say whose engine is measured)
+    print(f"measuring the minisglang at {Path(minisglang.__file__).parent}", flush=True)
 
     tok = Tokenizer.from_pretrained(args.model_path)
     extraction, _, _, _ = workload(tok, args.requests, 1.0, args.seed)

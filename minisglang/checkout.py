@@ -239,7 +239,9 @@ def student_package(from_dir: Path) -> Path:
 
 def carry_forward(out: Path, from_dir: Path, tasks: set[str]) -> set[str]:
     """Copy the bodies of the student's regions of `tasks` from their package in `from_dir`
-    into the package `out`; returns the tasks whose code was carried (not still a stub)."""
+    into the package `out`; returns the tasks whose code was carried (not still a stub, and
+    not the lines `out` already holds there: with --only, the reference an --only copy of an
+    earlier stage passed on is not the student's own)."""
     src_pkg = student_package(from_dir)
     theirs: dict[tuple[str, str, int], list[str]] = {}
     unreadable: list[str] = []  # (named if a region is then missing: it may be in one of them)
@@ -291,7 +293,10 @@ def carry_forward(out: Path, from_dir: Path, tasks: set[str]) -> set[str]:
             if is_stub(theirs[key], key[0]):
                 continue
             indent = _indent(lines[begin])
-            lines[begin + 1 : end] = [indent + ln if ln.strip() else ln for ln in theirs[key]]
+            carried = [indent + ln if ln.strip() else ln for ln in theirs[key]]
+            if carried == lines[begin + 1 : end]:
+                continue  # (the same lines `out` holds there: the reference, when an --only copy passed it on)
+            lines[begin + 1 : end] = carried
             kept.add(key[0])
             changed = True
         if changed:

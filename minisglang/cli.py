@@ -2,7 +2,7 @@
 
 minisglang generate "prompt" --regex '[0-9]{3}'   # one request
 minisglang demo                                  # constrained vs unconstrained, side by side
-minisglang stages                                # the seven stages and what each adds
+minisglang stages                                # the stages (s0-s7) and what each adds
 minisglang trace "prompt" --regex '[0-9]{3}' -o t.html   # one request, step by step
 """
 
@@ -24,7 +24,11 @@ def _engine(args, **options):
 def _drafting(args) -> dict:
     """s7's drafting options the command line gave (`generate`, `trace`); the rest keep the defaults."""
     keys = ("speculative_algorithm", "speculative_num_draft_tokens")
-    return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
+    chosen = {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
+    if "speculative_num_draft_tokens" in chosen and "speculative_algorithm" not in chosen:
+        # (drafting is off without an algorithm: the count alone would be read and do nothing)
+        raise SystemExit("--speculative-num-draft-tokens needs --speculative-algorithm (NGRAM, FORCED or FORCED+NGRAM)")
+    return chosen
 
 
 def _params(args) -> dict:
@@ -354,6 +358,7 @@ def cmd_serve(args) -> int:
     options = ServerOptions(**{k: v for k, v in given.items() if v is not None})  # the rest: its defaults
     # Engine options the operator gave; the rest keep the Engine's defaults.
     chosen = {key: getattr(args, key) for key in SERVE_ENGINE_OPTIONS if getattr(args, key) is not None}
+    _drafting(args)  # (a draft count without an algorithm is refused, as for `generate`)
     if args.min_new_token_ratio is None and args.new_token_ratio < 1:
         chosen["min_new_token_ratio"] = MIN_RATIO_FACTOR * args.new_token_ratio
     engine = Engine(model_path=args.model_path, stage=args.stage, seed=args.seed or 0, **chosen)
@@ -380,6 +385,7 @@ SERVE_ENGINE_OPTIONS = (
     "disable_radix_cache",
     "chunked_prefill_size",
     "speculative_algorithm",
+    "speculative_num_draft_tokens",
     "sampling_defaults",
 )
 
@@ -616,6 +622,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="s7: NGRAM, FORCED or FORCED+NGRAM drafts (default none; chapter 08 measures each)",
     )
+    sv.add_argument("--speculative-num-draft-tokens", type=int, default=None, help="s7: drafts per verify (default 4)")
     sv.add_argument(
         "--api-key", default=None, help="require 'Authorization: Bearer KEY' (default: $MINISGLANG_API_KEY, else none)"
     )

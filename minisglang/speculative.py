@@ -231,7 +231,7 @@ def _position_seed(seed: int, position: int) -> int:
 
 def accept_sampled(probs: torch.Tensor, drafts: list[int], generator: torch.Generator) -> list[int]:
     """probs: [m + 1, V], row i the target distribution (masked, with the request's
-    temperature, top-k and top-p) at the position that chooses token i; drafts: [m].
+    temperature, top-k, top-p and min-p) at the position that chooses token i; drafts: [m].
     Returns the accepted drafts and one more token, each distributed exactly as its row.
 
     Draft d at row i is kept with probability p_i(d). On a rejection, the token comes

@@ -352,3 +352,22 @@ def test_only_with_from_keeps_the_students_own_earlier_code_and_the_reference_of
             assert stub_line not in copied and all(body in copied for body in bodies), f"{task} must hold the reference"
         else:
             assert stub_line in copied, f"{task} must be blank"
+
+
+def test_from_an_only_copy_does_not_call_the_reference_it_passed_on_the_students_own(tmp_path, capsys):
+    """A student's s7 `--only --from` their s4 `--only` copy: that copy's s1-s3 regions are the
+    reference, and `checkout` said "kept your own task1_1, ... task3_3" (a student's report).
+    Only the task they wrote themselves is theirs; the rest is named as the reference."""
+    assert main(["checkout", "s4", str(tmp_path / "s4"), "--student", "--only"]) == 0
+    (path,) = all_tasks("s4")["task4_1"]
+    mine = tmp_path / "s4" / path.relative_to(PACKAGE_DIR.parent)
+    stub = '        raise NotImplementedError("task4_1: write this")\n'
+    own = "        return None  # my own jump\n"
+    text = mine.read_text(encoding="utf-8")
+    assert stub in text
+    mine.write_text(text.replace(stub, own), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["checkout", "s5", str(tmp_path / "s5"), "--student", "--only", "--from", str(tmp_path / "s4")]) == 0
+    out = capsys.readouterr().out
+    assert "kept your own task4_1 from" in out, out
+    assert "hold the reference (--only)" in out and "1_1" in out.split("hold the reference")[0], out

@@ -140,6 +140,8 @@ def test_serve_passes_the_engine_options_it_is_given(monkeypatch):
             "256",
             "--speculative-algorithm",
             "FORCED",
+            "--speculative-num-draft-tokens",
+            "6",
         ]
     )
     assert seen == {
@@ -154,6 +156,7 @@ def test_serve_passes_the_engine_options_it_is_given(monkeypatch):
         "compile_usage_half_life": 0.0,
         "chunked_prefill_size": 256,
         "speculative_algorithm": "FORCED",
+        "speculative_num_draft_tokens": 6,
         # A server reserves SGLang's share of each request's remaining tokens (retraction.py).
         "new_token_ratio": 0.7,
         "min_new_token_ratio": pytest.approx(0.098),
@@ -166,3 +169,7 @@ def test_serve_passes_the_engine_options_it_is_given(monkeypatch):
     assert seen == {"model_path": None, "stage": None, "seed": 0, "new_token_ratio": 1.0}
     with pytest.raises(SystemExit):  # argparse names the flag and the bad value
         main(["serve", "--torch-threads", "two"])
+    # a draft count without an algorithm would be read and do nothing (drafting is off): refused
+    for command in (["serve"], ["generate", "hi"]):
+        with pytest.raises(SystemExit, match="--speculative-num-draft-tokens needs --speculative-algorithm"):
+            main([*command, "--speculative-num-draft-tokens", "3"])

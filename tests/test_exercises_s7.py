@@ -208,6 +208,14 @@ def prefix_and_drafts(draw):
     return regex, prefix, drafts
 
 
+def check(ok: bool, message: str) -> None:
+    """Fail with `message` alone: pytest's own account of a failed `assert a and b` (kept
+    drafts and a row count) printed `assert ([57] == [57] ...`, equal values, when only the
+    rows were wrong."""
+    if not ok:
+        pytest.fail(message)
+
+
 @pytest.mark.task7_1
 @given(prefix_and_drafts())
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -281,10 +289,11 @@ def test_the_chain_stops_at_a_forbidden_draft(stage):
     req = Req(prompt="p", origin_input_ids=[2], sampling_params=SamplingParams(regex=regex))
     req.grammar = GuardedOracleGrammar(regex, [], guarded={ID[b"e"]})
     kept, rows = stage.mask_chain(req, drafts)
-    assert kept == [ID[b"y"]] and rows.shape[0] == 2, (
+    check(
+        kept == [ID[b"y"]] and rows.shape[0] == 2,
         f"regex {regex!r} on a matcher whose rows forbid 'e' (though its accept_token would take "
         f"it), drafts {named(drafts)}: the row decides, so the chain keeps {named(drafts[:1])} with 2 rows "
-        f"(check allows(row, draft) before accepting the draft); got {named(kept)} with {rows.shape[0]} row(s)"
+        f"(check allows(row, draft) before accepting the draft); got {named(kept)} with {rows.shape[0]} row(s)",
     )
     assert req.grammar.accepted == [], (
         f"the chain must leave the grammar at the start; it holds {named(req.grammar.accepted)}"
@@ -327,8 +336,16 @@ def test_an_accept_that_raises_rolls_back_only_what_was_accepted(stage):
     regex, prefix, drafts = r"(yes|no)", [ID[b"y"]], [ID[b"e"], ID[b"s"]]
     req = Req(prompt="p", origin_input_ids=[2], sampling_params=SamplingParams(regex=regex))
     req.grammar = RefusingOracleGrammar(regex, prefix, refused={ID[b"s"]})
-    with pytest.raises(GrammarError):
+    try:
         stage.mask_chain(req, drafts)
+    except GrammarError:
+        pass
+    else:
+        pytest.fail(
+            f"regex {regex!r} after 'y', drafts {named(drafts)}: the matcher's accept_token raised GrammarError "
+            "on 's', and mask_chain returned: the error must go to the caller (its step aborts the request with "
+            "it), after the rollback; do not catch it"
+        )
     assert req.grammar.accepted == prefix, (
         f"regex {regex!r} after 'y', drafts {named(drafts)}, the matcher's accept_token raising on 's': the "
         f"grammar must hold 'y' again, it holds {named(req.grammar.accepted)} (count a draft once "
@@ -357,10 +374,16 @@ def test_a_row_whose_words_cancel_out_is_not_a_dead_end(stage):
     req = Req(prompt="p", origin_input_ids=[2], sampling_params=SamplingParams(regex="x"))
     req.grammar = FixedSetGrammar(tokens)
     kept, rows = stage.mask_chain(req, drafts)
-    assert kept == drafts and rows.shape[0] == 4, (
+    check(
+        kept == drafts and rows.shape[0] == 4,
         f"a grammar allowing tokens 6 and 38..63 at every position (row words {pack(tokens).tolist()}), drafts "
         f"{drafts}: every draft is allowed and no row is empty, so all are kept with 4 rows; got {kept} with "
-        f"{rows.shape[0]} row(s) (a row is empty when no bit is set: `.any()`, not a sum or a maximum of the words)"
+        f"{rows.shape[0]} row(s) "
+        + (
+            "(a row is empty when no bit is set: `.any()`, not a sum or a maximum of the words)"
+            if kept != drafts
+            else "(every draft kept: one row per draft and one after the last, rows[:len(kept) + 1])"
+        ),
     )
 
 
@@ -378,9 +401,10 @@ def test_the_chain_ends_with_the_draft_that_ends_the_match(stage):
     req = request_at(r"(yes|no)", [])
     drafts = [ID[b"no"], EOS, EOS]
     kept, rows = stage.mask_chain(req, drafts)
-    assert kept == [ID[b"no"]] and rows.shape[0] == 2, (
+    check(
+        kept == [ID[b"no"]] and rows.shape[0] == 2,
         f"regex '(yes|no)', drafts {named(drafts)}: only EOS may follow 'no', so 'no' ends the match: keep "
-        f"{named(drafts[:1])} with 2 rows, and nothing after it; got {named(kept)} with {rows.shape[0]} row(s)"
+        f"{named(drafts[:1])} with 2 rows, and nothing after it; got {named(kept)} with {rows.shape[0]} row(s)",
     )
     assert req.grammar.accepted == [], (
         f"regex '(yes|no)', drafts {named(drafts)}: the chain must leave the "
@@ -394,9 +418,10 @@ def test_no_drafts_gives_the_one_row_s6_would_fill(stage):
     nothing and returns row 0 alone, the mask s6 fills, with the grammar untouched."""
     req = request_at(r"(yes|no)", [ID[b"y"]])
     kept, rows = stage.mask_chain(req, [])
-    assert kept == [] and rows.shape[0] == 1, (
+    check(
+        kept == [] and rows.shape[0] == 1,
         f"regex '(yes|no)' after 'y', no drafts: nothing is kept and one row returned (the mask for the next "
-        f"token); got {named(kept)} with {rows.shape[0]} row(s)"
+        f"token); got {named(kept)} with {rows.shape[0]} row(s)",
     )
     assert_row(rows, 0, r"(yes|no)", [ID[b"y"]], 0)
     assert req.grammar.accepted == [ID[b"y"]], (
@@ -524,10 +549,11 @@ def test_the_chain_stops_before_a_state_that_allows_nothing(stage, dead_after):
     req.grammar = DeadEndOracleGrammar(regex, [], dead_after)
     kept, rows = stage.mask_chain(req, drafts)
     want = drafts[: dead_after - 1]
-    assert kept == want and rows.shape[0] == len(want) + 1, (
+    check(
+        kept == want and rows.shape[0] == len(want) + 1,
         f"drafts {named(drafts)} on a grammar that allows nothing after {dead_after} token(s): the draft that "
         f"leads there is not kept (no row after it could choose a token), so keep {named(want)} with "
-        f"{len(want) + 1} row(s); got {named(kept)} with {rows.shape[0]} row(s)"
+        f"{len(want) + 1} row(s); got {named(kept)} with {rows.shape[0]} row(s)",
     )
     assert req.grammar.accepted == [], (
         f"drafts {named(drafts)} on a grammar that allows nothing after "
@@ -546,9 +572,10 @@ def test_a_state_not_ready_stops_the_chain_even_where_the_match_could_end(stage)
     req = Req(prompt="p", origin_input_ids=[2], sampling_params=SamplingParams(regex=regex))
     req.grammar = BudgetedOracleGrammar(regex, [], ready_until=1)
     kept, rows = stage.mask_chain(req, [ID[b"no"], EOS])
-    assert kept == [] and rows.shape[0] == 1, (
+    check(
+        kept == [] and rows.shape[0] == 1,
         f"the grammar is not ready after 'no': nothing is kept and one row returned (the budget is "
-        f"checked before whether the match is over); got {named(kept)} with {rows.shape[0]} row(s)"
+        f"checked before whether the match is over); got {named(kept)} with {rows.shape[0]} row(s)",
     )
 
 
