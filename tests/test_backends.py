@@ -28,6 +28,7 @@ import minisglang as sgl
 from minisglang.backends.base import GrammarError, InvalidGrammarObject, get_backend_class
 from minisglang.backends.fsm_backend import FSMGrammar
 from minisglang.backends.outlines_backend import OutlinesGrammar
+from minisglang.backends.xgrammar_backend import JUMP_MAX_FORCED_CHARS, forced_text_bound
 from minisglang.constrained import child_process, python_regex
 from minisglang.constrained.bitmask import unpack_bits
 from minisglang.constrained.python_regex import portable_regex
@@ -906,6 +907,41 @@ def test_xgrammar_serves_without_jumps_where_its_search_would_grow(backends):
     tag = {"structures": [{"begin": "<a>", "schema": big, "end": "</a>"}], "triggers": ["<a>"], "at_least_one": True}
     g = compiled(backends["xgrammar"], "structural_tag", json.dumps(tag))
     assert not isinstance(g, InvalidGrammarObject) and g.jump_forward(tokenizer) is None  # a tool's schema too
+
+
+def test_xgrammar_serves_without_jumps_where_the_forced_text_could_be_long(backends):
+    """Not only arrays: 6,000 required properties of type null (an 80 KB forced object) took
+    0.2-0.6 s a jump search, each holding ~480 MB while its matcher lived, and 32 choices of
+    10,000 got the server killed for memory (a stranger's stall hunt); so did minItems nested
+    under minItems, each under the array limit. Where the forced text's bound
+    (forced_text_bound: the schema's own text, copied per minItems, a pattern's shortest match,
+    a tag's begin) passes JUMP_MAX_FORCED_CHARS, no search is made; a few such keys still jump."""
+    tokenizer = backends["xgrammar"].tokenizer
+
+    def nulls(n: int) -> dict:
+        return {
+            "type": "object",
+            "properties": {f"k{i}": {"type": "null"} for i in range(n)},
+            "required": [f"k{i}" for i in range(n)],
+        }
+
+    nested = {"type": "array", "minItems": 100, "items": {"type": "array", "minItems": 100, "items": {"type": "null"}}}
+    counted = {"type": "string", "pattern": "^(?:abcdefghij){1000}$"}
+    for schema in (nulls(1_000), nested, counted):
+        assert forced_text_bound(schema) > JUMP_MAX_FORCED_CHARS, schema
+        g = compiled(backends["xgrammar"], "json_schema", json.dumps(schema))
+        assert not isinstance(g, InvalidGrammarObject) and g.jump_forward(tokenizer) is None
+    g = compiled(backends["xgrammar"], "json_schema", json.dumps(nulls(3)))
+    assert g.jump_forward(tokenizer)[0].startswith(b'{"k0": null, "k1": null, "k2": null')
+    # a tag's own text counts: a begin past the bound, around a small schema
+    begin = "<a>" + "x" * JUMP_MAX_FORCED_CHARS
+    tag = {
+        "structures": [{"begin": begin, "schema": nulls(3), "end": "</a>"}],
+        "triggers": ["<a>"],
+        "at_least_one": True,
+    }
+    g = compiled(backends["xgrammar"], "structural_tag", json.dumps(tag))
+    assert not isinstance(g, InvalidGrammarObject) and g.jump_forward(tokenizer) is None
 
 
 @pytest.mark.parametrize("name", BACKENDS)

@@ -37,6 +37,7 @@ import json
 import math
 import re
 import string
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -50,6 +51,7 @@ import xgrammar as xgr
 from ..constrained import library_children
 from ..constrained.bitmask import pack_bits
 from ..constrained.compile_service import ChildKilled, CompileTimeout
+from ..constrained.json_pointer import resolve_pointer
 from ..constrained.json_schema import InvalidSchemaError, UnsupportedSchemaError, load_schema
 
 # The string contents (JSON text) in which a pattern finds a match: our fsm compiler's own
@@ -83,6 +85,7 @@ from .ignored_keywords import (
     not_a_local_pointer,
     number_bound,
     overlapping_branches,
+    parsed_pattern,
     pattern_meets_listed_name,
     recursive_ref,
     refuse_ignored_keywords,
@@ -683,10 +686,57 @@ _LONG_FORCED_ARRAY = IgnoredKeyword(
 )
 
 
-def _jumps_are_bounded(schema: Any) -> bool:
-    """Whether xgrammar's jump-forward search stays small on this schema: no minItems past
-    JUMP_MAX_MIN_ITEMS and no recursive `$ref`."""
-    return recursive_ref(schema) is None and find_ignored_keyword(schema, (_LONG_FORCED_ARRAY,)) is None
+# And it keeps what it wrote while the matcher lives: a schema of 6,000 required properties of
+# type null (an 80 KB forced object, a 214 KB request) took 0.2-0.6 s a call and held ~480 MB a
+# matcher; 32 choices of 10,000 of them got the server killed at 23.6 GB (a stranger's stall
+# hunt). So jumps are served only where the text a search can find is bounded, and small.
+JUMP_MAX_FORCED_CHARS = 8192
+
+
+def forced_text_bound(schema: Any, extra: int = 0) -> int:
+    """An upper bound on the characters an output of `schema` can be forced to hold (plus
+    `extra`, a tag's begin and end): every forced character comes from the schema's own text
+    (keys, consts), written once per copy a `minItems` asks for, or from a pattern's shortest
+    match (`a{100000}`), and a local `$ref` writes its target where it stands. Over-counts
+    freely (an optional key counts too): it only decides whether jumps are worth their search."""
+    if recursive_ref(schema) is not None:
+        return sys.maxsize  # (a recursion whose members are all required never returns)
+    memo: dict[str, int] = {}
+
+    def bound(node: Any) -> int:
+        if not isinstance(node, dict):
+            return len(json.dumps(node, ensure_ascii=False))
+        own = {k: v for k, v in node.items() if k not in ("items", "prefixItems", "$defs", "definitions", "$ref")}
+        total = len(json.dumps(own, ensure_ascii=False))
+        pattern = node.get("pattern")
+        if isinstance(pattern, str):  # (forced text is at most what every match holds: its shortest)
+            parsed = parsed_pattern(pattern)
+            total += sys.maxsize if parsed is None else parsed.getwidth()[0]
+        copies = node.get("minItems", 0)
+        copies = int(copies) if isinstance(copies, (int, float)) and copies < sys.maxsize else sys.maxsize
+        items = node.get("items")
+        for item in items if isinstance(items, list) else [items] if items is not None else []:
+            total += min(bound(item) * max(copies, 1), sys.maxsize)
+        for item in node.get("prefixItems", []) if isinstance(node.get("prefixItems"), list) else []:
+            total += bound(item)
+        ref = node.get("$ref")
+        if isinstance(ref, str) and (ref == "#" or ref.startswith("#/")):
+            if ref not in memo:
+                memo[ref] = bound(resolve_pointer(schema, ref))
+            total += memo[ref]
+        return min(total, sys.maxsize)
+
+    return bound(schema) + extra
+
+
+def _jumps_are_bounded(schema: Any, extra: int = 0) -> bool:
+    """Whether xgrammar's jump-forward search stays small on this schema (`extra`: the
+    characters of a tag's begin and end): no minItems past JUMP_MAX_MIN_ITEMS, no recursive
+    `$ref`, and no more than JUMP_MAX_FORCED_CHARS characters it could find forced."""
+    return (
+        find_ignored_keyword(schema, (_LONG_FORCED_ARRAY,)) is None
+        and forced_text_bound(schema, extra) <= JUMP_MAX_FORCED_CHARS
+    )
 
 
 @register_backend("xgrammar")
@@ -784,7 +834,7 @@ class XGrammarBackend(BaseGrammarBackend):
             raise
         except Exception as e:  # (its error names no tag: a stranger's fuzzer read "Schema 'false' ...")
             raise self.structure_at_fault(spec, GrammarError(_clean_error(e))) from e
-        jumps = all(_jumps_are_bounded(s.schema) for s in spec.structures)  # (a tool's schema too)
+        jumps = all(_jumps_are_bounded(s.schema, len(s.begin) + len(s.end)) for s in spec.structures)
         return XGrammarGrammar(compiled, self.stop_only_row, self.guard, jumps=jumps)
 
     def compile_structural_tag_format(self, spec: StructuralTagFormat) -> XGrammarGrammar:
@@ -802,6 +852,7 @@ class XGrammarBackend(BaseGrammarBackend):
             GrammarFormat,
             JSONSchemaFormat,
             RegexFormat,
+            TagFormat,
             TriggeredTagsFormat,
             rewrite,
         )
@@ -844,9 +895,14 @@ class XGrammarBackend(BaseGrammarBackend):
             raise
         except Exception as e:  # xgrammar's message, without its C++ source location
             raise GrammarError(f"structural_tag.format: {_clean_error(e)}") from e
-        jumps = all(
-            _jumps_are_bounded(fmt.json_schema) for _, fmt in enforced.walk() if isinstance(fmt, JSONSchemaFormat)
+        # (every literal of the spec counted beside each schema: a begin, an end, a const_string)
+        literal = sum(
+            len(fmt.value) if isinstance(fmt, ConstStringFormat) else len(str(fmt.begin)) + len("".join(fmt.ends))
+            for _, fmt in enforced.walk()
+            if isinstance(fmt, (ConstStringFormat, TagFormat))
         )
+        schemas = [fmt.json_schema for _, fmt in enforced.walk() if isinstance(fmt, JSONSchemaFormat)]
+        jumps = literal <= JUMP_MAX_FORCED_CHARS and all(_jumps_are_bounded(s, literal) for s in schemas)
         return XGrammarGrammar(compiled, self.stop_only_row, self.guard, jumps=jumps)
 
     def _compiled(self, method: str, grammar: Any, **kwargs: Any) -> xgr.CompiledGrammar:
