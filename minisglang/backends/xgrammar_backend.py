@@ -769,6 +769,9 @@ class XGrammarBackend(BaseGrammarBackend):
         try:
             if kind == "regex":  # (a RegexError says what is wrong with it, in Python's terms)
                 compiled = self._compiled("compile_regex", xgrammar_regex(text))
+                # (its forced text is at most its shortest match: `a{100000}` is served without jumps)
+                jumps = forced_text_bound({"pattern": text}) <= JUMP_MAX_FORCED_CHARS
+                return XGrammarGrammar(compiled, self.stop_only_row, self.guard, jumps=jumps)
             elif kind == "json_schema":
                 enforced = self.enforced_schema(text)
                 enforced_text = json.dumps(enforced, ensure_ascii=False)
