@@ -1420,6 +1420,27 @@ def test_xgrammar_masks_json_escapes_in_patterns_and_lengths_as_the_fsm_does(bac
     assert lib.is_terminated() == fsm.is_terminated()
 
 
+@pytest.mark.parametrize(
+    "value, text",
+    [
+        ({"const": "éa"}, '"éa"'),
+        ({"enum": ["décembre", "mars"]}, '"décembre"'),
+        ({"const": "ÿ1\u00a0b"}, '"ÿ1\u00a0b"'),
+    ],
+)
+def test_xgrammar_reads_latin1_literals_back_as_they_were(backends, tokenizer, value, text):
+    """Beside a string read as a plain regex (a length here) the grammar is printed and read
+    back; xgrammar prints U+007F-U+00FF as `\\xHH` and reads every hex digit after `\\x`, so
+    a const "éa" came back as U+0E9A: the valid text refused, `"ບ"` written (a stranger's
+    fuzzing). library_children.plain_regexes writes them `\\u00HH`."""
+    schema = {"type": "object", "properties": {"s": {**S, "maxLength": 5}, "m": value}, "required": ["s", "m"]}
+    good = '{"s": "x", "m": ' + text + "}"
+    jsonschema.validate(json.loads(good), schema)
+    assert accepts(backends["xgrammar"], tokenizer, json.dumps(schema), good, kind="json_schema")
+    bad = '{"s": "x", "m": "' + chr(0x0E9A) + '"}'
+    assert not accepts(backends["xgrammar"], tokenizer, json.dumps(schema), bad, kind="json_schema")
+
+
 _PATTERN_PART = st.sampled_from(["a", ".", "[^a]", '"', "\\\\", "\\n", '[\\\\"]', "é", "[x-z]"])
 
 

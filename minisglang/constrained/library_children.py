@@ -17,6 +17,7 @@ forks the children imports it once (`start_ahead`'s preload).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 # In a child: the library's vocabulary (outlines-core) or compiler (xgrammar), made by setup.
@@ -77,6 +78,7 @@ def xgrammar_compile(method: str, args: tuple[Any, ...], kwargs: dict[str, Any])
 # Grammar constructor that builds that grammar uncompiled.
 _GRAMMAR_OF = {"compile_json_schema": "from_json_schema", "compile_structural_tag": "from_structural_tag"}
 _JSON_STRING = ", json_string=true)"
+_HEX2 = re.compile(r"[0-9A-Fa-f]{2}")
 
 
 def xgrammar_compiled(compiler: Any, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -94,14 +96,18 @@ def xgrammar_compiled(compiler: Any, method: str, args: tuple[Any, ...], kwargs:
         return getattr(compiler, method)(*args, **kwargs)
     grammar = getattr(xgr.Grammar, build)(*args, **kwargs)
     printed = str(grammar)
-    plain = plain_regexes(printed)
-    return compiler.compile_grammar(grammar if plain == printed else xgr.Grammar.from_ebnf(plain))
+    if _JSON_STRING in printed:
+        grammar = xgr.Grammar.from_ebnf(plain_regexes(printed))
+    return compiler.compile_grammar(grammar)
 
 
 def plain_regexes(ebnf: str) -> str:
-    """xgrammar's printed grammar `ebnf` with each `Regex("...", json_string=true)` written
-    `Regex("...")`. Read token by token: a string literal or a character class is skipped
-    whole (a `\\` escapes the character after it), so a pattern's own text never matches."""
+    """xgrammar's printed grammar `ebnf` in a form its reader reads back to the same grammar,
+    with each `Regex("...", json_string=true)` written `Regex("...")`. Read token by token: a
+    string literal or a character class is copied whole (a `\\` escapes the character after
+    it), so a pattern's own text never matches; in them, a `\\xHH` is written `\\u00HH`: the
+    printer writes U+007F-U+00FF so, and the reader takes every hex digit after `\\x` (a const
+    "éa" came back as U+0E9A; a stranger's fuzzing)."""
     out, start, i = [], 0, 0
     while i < len(ebnf):
         opening = ebnf[i]
@@ -109,13 +115,24 @@ def plain_regexes(ebnf: str) -> str:
             i += 1
             continue
         closing = '"' if opening == '"' else "]"
-        j = i + 1
+        out.append(ebnf[start:i])
+        token, j = [opening], i + 1
         while j < len(ebnf) and ebnf[j] != closing:
-            j += 2 if ebnf[j] == "\\" else 1
+            if ebnf[j] != "\\":
+                token.append(ebnf[j])
+                j += 1
+            elif ebnf[j + 1 : j + 2] == "x" and _HEX2.fullmatch(ebnf[j + 2 : j + 4]):
+                token.append("\\u00" + ebnf[j + 2 : j + 4])
+                j += 4
+            else:
+                token.append(ebnf[j : j + 2])
+                j += 2
         end = j + 1
+        token.append(ebnf[j:end])
+        out.append("".join(token))
         if opening == '"' and ebnf.endswith("Regex(", 0, i) and ebnf.startswith(_JSON_STRING, end):
-            out += [ebnf[start:end], ")"]
-            start = end + len(_JSON_STRING)
-        i = end
+            out.append(")")
+            end += len(_JSON_STRING)
+        start = i = end
     out.append(ebnf[start:])
     return "".join(out)
