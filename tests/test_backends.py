@@ -1275,6 +1275,47 @@ def test_llguidance_spells_forced_text_with_tokens_that_spell_it(tmp_path):
         backend.shutdown()
 
 
+def test_llguidance_tokenizes_a_long_forced_text_a_prefix_at_a_time(backends, tokenizer, monkeypatch):
+    """llguidance tokenizes all the forced text at every mask, in Python: 10,000 required null
+    properties (150k characters) took 0.2-0.27 s a mask, and 16 choices held every client 5-7
+    s (a stranger's stall hunt). Past FORCED_TEXT_CHARS only a prefix is tokenized (less its
+    last two tokens): the masks along a walk are the whole text's, and no call reads more."""
+    from minisglang.backends import llguidance_backend
+
+    n = 400  # (a forced object of ~5,500 characters, past FORCED_TEXT_CHARS)
+    schema = {
+        "type": "object",
+        "properties": {f"k{i}": {"type": "null"} for i in range(n)},
+        "required": [f"k{i}" for i in range(n)],
+    }
+    width = tokenizer.vocab_size + PAD
+    seen: list[int] = []
+    call = llguidance_backend._TokenizerSource.__call__
+
+    def counted(self, text):
+        seen.append(len(text))
+        return call(self, text)
+
+    monkeypatch.setattr(llguidance_backend._TokenizerSource, "__call__", counted)
+    walks = []
+    for limit in (llguidance_backend.FORCED_TEXT_CHARS, 10**9):
+        monkeypatch.setattr(llguidance_backend, "FORCED_TEXT_CHARS", limit)
+        backend = get_backend_class("llguidance")(tokenizer, width, compile_in="thread")
+        try:
+            g, rows = backend.compile("json_schema", json.dumps(schema)), []
+            for _ in range(40):
+                row = mask_row(g, width)
+                rows.append(row.nonzero().flatten().tolist())
+                g.accept_token(rows[-1][0])
+            walks.append(rows)
+        finally:
+            backend.shutdown()
+        if limit < 10**9:  # each call past the limit tokenizes its prefix only (the call right after it)
+            over = [i for i, k in enumerate(seen) if k > limit]
+            assert over and all(seen[i + 1] == limit for i in over), seen[:6]
+    assert walks[0] == walks[1]
+
+
 def test_llguidance_refuses_a_vocabulary_with_a_token_longer_than_its_trie_holds(tmp_path):
     """A token of 1,025 bytes: llguidance's token trie asserted (a Rust panic, a BaseException
     no `except Exception` catches, whose text names no token). The backend now refuses the

@@ -264,6 +264,10 @@ SAFE_BOUNDS = functools.partial(
 LLGUIDANCE_MAX_TOKEN_BYTES = 1024
 
 
+# The most characters of a forced text tokenized at once (see `_TokenizerSource.__call__`).
+FORCED_TEXT_CHARS = 4096
+
+
 class _TokenizerSource:
     """What `llg.TokenizerWrapper` reads to build an `LLTokenizer` from our tokenizer."""
 
@@ -284,6 +288,13 @@ class _TokenizerSource:
     def __call__(self, text: str) -> list[int]:
         if not isinstance(text, str):  # tells TokenizerWrapper to pass str, not bytes
             raise TypeError("our tokenizer encodes str")
+        if len(text) > FORCED_TEXT_CHARS:
+            # llguidance tokenizes the whole forced text at every mask, in Python: 10,000 required
+            # null properties (150k characters) took 0.2-0.27 s a mask, and 16 choices held every
+            # client 5-7 s (a stranger's stall hunt). Its leading tokens are all a mask reads: the
+            # tokens of a long prefix, less the last two (which the cut may have merged
+            # otherwise), spell the start of the text; the rest is tokenized as it comes.
+            return self(text[:FORCED_TEXT_CHARS])[:-2]
         # A grammar's text is text: a string that spells a special token ("<|tool|>" in a const)
         # must be its ordinary tokens, or the mask allows the special id and the matcher then
         # refuses it (a stranger's fuzzer: every such grammar aborted).
