@@ -334,6 +334,9 @@ class Req(Generic[GrammarT]):
     # admission: a client's request too big for the room left holds back only its own client);
     # reset at each admission.
     passed_by: int = 0
+    # Sent back to wait by a retraction (reset at its next admission): the room it had running
+    # is not kept from a client with nothing running, as an s4 jump's is (scheduler.py).
+    retracted: bool = False
     first_token_time: float | None = None
     finish_time: float | None = None
     # s7's speculative decoding (None: the stage does not draft): verify forwards this

@@ -11,7 +11,8 @@ counts and answers them, and `take` counts a chosen request down:
   The first request of a batch always goes in whole (nothing could prefill it otherwise).
 - `cut`: does chunked prefill cut it (more new tokens than the chunk has left)?
 - `fits`: is there KV room for its new tokens and its reserved output, a re-admission
-  counting the room re-admissions keep (s4's jump, a retraction: the room it had running)?
+  counting the room re-admissions keep (s4's jump, a retraction: the room it had running),
+  a client with nothing running the room retracted requests keep (`yielded`)?
 - `in_reserve`: would it take the rows or room kept for a client with nothing running
   (`reserved_for_new_clients`)? Only a client with a request running is kept out of them.
 """
@@ -38,6 +39,11 @@ class PrefillBudget:
     room: int
     kept: dict[int, int]
     running: list[Req]
+    # Of `kept`, the slots of retracted requests: a retraction gave its room up (the pool ran
+    # short, or a newcomer needed it), so a client with nothing running may take it. Kept from
+    # it, one client's backlog of retracted long requests (a stranger's 4 x n=32 of 900 tokens)
+    # held another client's 8-token request 45-60 s: every slot the pool freed was theirs.
+    yielded: int = 0
     # Derived from the above at construction:
     forward_tokens: int = field(init=False)
     chunk_tokens: int = field(init=False, default=0)  # prompt tokens of this batch, riders aside
@@ -79,8 +85,15 @@ class PrefillBudget:
     def fits(self, req: Req, need: int, locked: int) -> bool:
         """Whether `need` slots (new tokens and reserved output) plus the `locked` prefix slots
         the budget counted as evictable fit; a re-admission may use what re-admissions keep (all
-        of it: each of three retracted requests once waited for the others' room, for good)."""
-        return need + locked <= self.room + (sum(self.kept.values()) if req.rid in self.kept else 0)
+        of it: each of three retracted requests once waited for the others' room, for good), a
+        client with nothing running what retracted requests keep (`yielded`)."""
+        if req.rid in self.kept:
+            extra = sum(self.kept.values())
+        elif req.client is not None and req.client not in self.busy and not returning(req):
+            extra = self.yielded
+        else:
+            extra = 0
+        return need + locked <= self.room + extra
 
     def in_reserve(self, req: Req, need: int, locked: int) -> bool:
         """Whether `req` fits only in the rows and room kept for a client with nothing running."""

@@ -754,9 +754,14 @@ class Scheduler(SchedulerFaults):
         newcomer = next(newcomers, None)
         if newcomer is None:
             return False
-        kept = sum(self._reserved_new_tokens(r) for r in self.waiting_queue if returning(r))
+        # (a retracted request's room is not kept from it: only an s4 jump's, see PrefillBudget)
+        kept = sum(self._reserved_new_tokens(r) for r in self.waiting_queue if returning(r) and not r.retracted)
         room = self.unreserved_room() - kept
-        victims = victims_for_room(self.running, len(newcomer.fill_ids) + self._reserved_new_tokens(newcomer) - room)
+        short = len(newcomer.fill_ids) + self._reserved_new_tokens(newcomer) - room
+        if short <= 0:  # it fits: it goes before the re-admissions that would take the room first
+            newcomer.passed_by = max(newcomer.passed_by, admission_order.MAX_PASSED_BY)
+            return False
+        victims = victims_for_room(self.running, short)
         if not victims:
             return False
         for req in victims:  # (the ratio stays: the pool did not run out, a newcomer's share did)
@@ -780,6 +785,7 @@ class Scheduler(SchedulerFaults):
         self.release_memory(req)
         self.running.remove(req)
         self.waiting_queue.insert(0, req)
+        req.retracted = True
         self.totals.retractions += 1
         self.record_event("retract", req, tokens=len(req.output_ids))
 
@@ -832,7 +838,8 @@ class Scheduler(SchedulerFaults):
         # fitted in the room a jump gave back, and the jumped request waited 119 steps, until
         # another request ended). The re-admissions themselves share it, first come first.
         kept = {r.rid: self._reserved_new_tokens(r) for r in order if returning(r)}
-        budget = PrefillBudget(self.config, room - sum(kept.values()), kept, self.running)
+        yielded = sum(k for r in order if r.rid in kept and r.retracted for k in [kept[r.rid]])
+        budget = PrefillBudget(self.config, room - sum(kept.values()), kept, self.running, yielded)
 
         chosen: list[Req] = []
         # A request too big for the room left holds back its own client's later requests, not

@@ -90,6 +90,19 @@ def test_a_readmission_may_use_the_room_readmissions_keep():
     assert b.room == 20 and back.rid not in b.kept
 
 
+def test_a_client_with_nothing_running_may_use_the_room_retracted_requests_keep():
+    """A retraction gave its room up (`yielded`, part of `kept`): a client with nothing running
+    may take it; a running client's new request may not, nor may any request take what an s4
+    jump's re-admission keeps."""
+    running = [req("a", written=3)]
+    b = budget(running, room=100, kept={1: 300, 2: 200})  # 200 of a jumped request's, 300 retracted
+    b.yielded = 300
+    assert b.fits(req("new"), 400, 0) and not b.fits(req("new"), 401, 0)
+    assert not b.fits(req("a"), 101, 0) and b.fits(req("a"), 100, 0)
+    b.yielded = 0  # (every kept slot a jump's)
+    assert not b.fits(req("new"), 101, 0)
+
+
 def test_the_reserve_keeps_out_only_a_client_with_a_request_running():
     # 1,600 slots over 16 rows with 1 reserved: 100 slots and 1 row kept for a newcomer
     b = budget([req("a")], room=500, reserved_for_new_clients=1)

@@ -258,6 +258,45 @@ def test_the_last_running_request_makes_way_for_a_chunked_prompt_that_holds_kv()
     assert outputs[1] == outputs[0]
 
 
+def test_a_client_with_nothing_running_is_not_held_behind_another_clients_retracted_backlog():
+    """One client's 4 x n=32 requests of 900 tokens, retracted again and again, held another
+    client's 8-token request 45-60 s on a server (a stranger's stall hunt): the room each
+    retracted request had kept was kept from the newcomer too, so every slot the pool freed
+    went to the backlog. A retraction gives its room up: the newcomer fits, and goes first."""
+    eng = sgl.Engine(stage="s0", max_total_tokens=4096, new_token_ratio=0.15, min_new_token_ratio=0.02)
+    try:
+        short = {"temperature": 0, "max_new_tokens": 8}
+        alone = eng.generate("The capital of France is", short)["text"]
+        hog = []
+        for i in range(64):
+            hog.append(
+                eng.submit(
+                    "Write a long story:", {"temperature": 1.0, "ignore_eos": True, "max_new_tokens": 400, "seed": i}
+                )
+            )
+            hog[-1].client = "10.0.0.1"
+        for _ in range(60):
+            eng.step()
+        s = eng.scheduler
+        for r in list(s.running)[4:]:  # sent back, as a full pool would (with their output)
+            s.retract(r)
+        assert sum(bool(r.output_ids) for r in s.waiting_queue) > 40
+        newcomer = eng.submit("The capital of France is", short)
+        newcomer.client = "10.0.0.2"
+        steps = 0
+        while not newcomer.released and steps < 200:
+            eng.step()
+            steps += 1
+        assert newcomer.output_text == alone and steps <= 2 * short["max_new_tokens"], steps
+        for r in hog:
+            eng.abort(r.rid)
+        while eng.scheduler.has_work():
+            eng.step()
+        assert_no_leak(eng)
+    finally:
+        eng.shutdown()
+
+
 def test_a_client_with_nothing_running_gets_its_room_back_from_the_busiest_client():
     """Below ratio 1 the running requests outgrow what admission reserved for them and take
     the room kept for clients with nothing running: another client's 8-token request waited
