@@ -907,6 +907,7 @@ class Scheduler(SchedulerFaults):
             # Its wait is over: an s4 re-admission waits afresh (a count kept from the first
             # wait made its re-admission hold everyone back the first time it did not fit).
             req.passed_by = 0
+            req.retracted = False
             if not req.output_ids:
                 # Cached PROMPT tokens, counted at the first admission only: an s4 re-admission
                 # hits the prompt and output this request computed itself (a 19-token prompt
