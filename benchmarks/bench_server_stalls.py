@@ -26,7 +26,10 @@ while an attacker sends one class of expensive requests at a time:
   forged_specials (four chats of 8,000 messages spelling `<|user|>`: a quadratic scan),
   ambiguous_ebnf (an EBNF whose library masks grow to seconds a token; with
   `--grammar-backend xgrammar` or `llguidance`, as our fsm backend refuses EBNF), and
-  ambiguous_ebnf_n64 (that grammar's 64 choices of one completion, each mask a few ms).
+  ambiguous_ebnf_n64 (that grammar's 64 choices of one completion, each mask a few ms);
+* a stranger's classes (stop 70): null_object (16 choices of 3,000 required nulls: the
+  libraries' forced-text searches, `--grammar-backend xgrammar` or `llguidance`) and
+  retracted_backlog (4 x n=32 of 400 tokens, three times the KV pool: no grammar).
 
 With `--hogs` it runs the hog cases instead, each on servers of its own (one at a time),
 the same load beside each server so the columns compare (the hogs in a process of their own:
@@ -273,6 +276,50 @@ def attacks() -> dict[str, list[tuple[str, dict]]]:
                 },
             )
         ],
+        # 16 choices of an object of 3,000 required nulls (a 40 KB forced text): xgrammar's jump
+        # search kept ~250 MB a matcher and took 0.1-0.3 s a call, llguidance tokenized the whole
+        # forced text at every mask (`--grammar-backend xgrammar` / `llguidance`; a stranger's hunt)
+        "null_object": [
+            (
+                "attacker",
+                {
+                    "model": "tiny-json-llama",
+                    "prompt": "Data:",
+                    "n": 16,
+                    "max_tokens": 200,
+                    "temperature": 1.0,
+                    "response_format": {
+                        "type": "json_schema",
+                        "json_schema": {"name": "x", "schema": null_object(3000)},
+                    },
+                },
+            )
+        ],
+        # four requests of 32 choices of 400 tokens (51k tokens against the pool's 16k): retracted
+        # again and again, their kept room held a newcomer's request 45-60 s (a stranger's hunt)
+        "retracted_backlog": [
+            (
+                "attacker",
+                {
+                    "model": "tiny-json-llama",
+                    "prompt": "Write a long story:",
+                    "n": 32,
+                    "max_tokens": 400,
+                    "temperature": 1.0,
+                    "ignore_eos": True,
+                },
+            )
+        ]
+        * 4,
+    }
+
+
+def null_object(n: int) -> dict:
+    """An object of `n` required properties of type null: its whole text is forced."""
+    return {
+        "type": "object",
+        "properties": {f"k{i}": {"type": "null"} for i in range(n)},
+        "required": [f"k{i}" for i in range(n)],
     }
 
 
