@@ -926,15 +926,17 @@ def test_xgrammar_serves_without_jumps_where_the_forced_text_could_be_long(backe
         }
 
     nested = {"type": "array", "minItems": 100, "items": {"type": "array", "minItems": 100, "items": {"type": "null"}}}
-    counted = {"type": "string", "pattern": "^(?:abcdefghij){1000}$"}
-    for schema in (nulls(1_000), nested, counted):
+    # (the same under a property: copies multiply at any depth)
+    under = {"type": "object", "properties": {"a": nested}, "required": ["a"]}
+    counted = {"type": "string", "pattern": "^(?:abcdefghij){2000}$"}
+    for schema in (nulls(1_000), nested, under, counted):
         assert forced_text_bound(schema) > JUMP_MAX_FORCED_CHARS, schema
         g = compiled(backends["xgrammar"], "json_schema", json.dumps(schema))
         assert not isinstance(g, InvalidGrammarObject) and g.jump_forward(tokenizer) is None
     g = compiled(backends["xgrammar"], "json_schema", json.dumps(nulls(3)))
     assert g.jump_forward(tokenizer)[0].startswith(b'{"k0": null, "k1": null, "k2": null')
     # a regex's shortest match counts (the same search); a short one still jumps
-    g = compiled(backends["xgrammar"], "regex", "(?:abcdefghij){1000}")
+    g = compiled(backends["xgrammar"], "regex", "(?:abcdefghij){2000}")
     assert not isinstance(g, InvalidGrammarObject) and g.jump_forward(tokenizer) is None
     assert compiled(backends["xgrammar"], "regex", "(?:abcdefghij){3}").jump_forward(tokenizer)[0] == b"abcdefghij" * 3
     # a tag's own text counts: a begin past the bound, around a small schema

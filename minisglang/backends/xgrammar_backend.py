@@ -93,6 +93,7 @@ from .ignored_keywords import (
     repeats_a_nullable_part,
     requires_unlisted,
     rewrite_subschemas,
+    subschemas,
     values_outside_type,
 )
 
@@ -689,36 +690,43 @@ _LONG_FORCED_ARRAY = IgnoredKeyword(
 # And it keeps what it wrote while the matcher lives: a schema of 6,000 required properties of
 # type null (an 80 KB forced object, a 214 KB request) took 0.2-0.6 s a call and held ~480 MB a
 # matcher; 32 choices of 10,000 of them got the server killed at 23.6 GB (a stranger's stall
-# hunt). So jumps are served only where the text a search can find is bounded, and small.
-JUMP_MAX_FORCED_CHARS = 8192
+# hunt). So jumps are served only where the text a search can find is bounded, and small
+# (1,000 nulls, ~14k characters: ~0.02 s and ~10 MB a search; 5.5% of MaskBench's schemas over
+# count past this bound, most of them by their length or recursion).
+JUMP_MAX_FORCED_CHARS = 16384
 
 
 def forced_text_bound(schema: Any, extra: int = 0) -> int:
     """An upper bound on the characters an output of `schema` can be forced to hold (plus
     `extra`, a tag's begin and end): every forced character comes from the schema's own text
-    (keys, consts), written once per copy a `minItems` asks for, or from a pattern's shortest
-    match (`a{100000}`), and a local `$ref` writes its target where it stands. Over-counts
-    freely (an optional key counts too): it only decides whether jumps are worth their search."""
+    (keys, consts), a subschema's text written once per copy a `minItems` asks for of it (at
+    any depth: 200 arrays of 200 nulls), a pattern's shortest match (`a{100000}`), or a local
+    `$ref`'s target where it stands. Over-counts freely (an optional key, a `"type"` counts
+    too): it only decides whether jumps are worth their search, so a schema whose text alone
+    passes JUMP_MAX_FORCED_CHARS is answered from its length."""
+    text = len(json.dumps(schema, ensure_ascii=False))
+    if text > JUMP_MAX_FORCED_CHARS:
+        return text + extra
     if recursive_ref(schema) is not None:
         return sys.maxsize  # (a recursion whose members are all required never returns)
     memo: dict[str, int] = {}
 
     def bound(node: Any) -> int:
+        total = len(json.dumps(node, ensure_ascii=False))  # its text, its subschemas' once
         if not isinstance(node, dict):
-            return len(json.dumps(node, ensure_ascii=False))
-        own = {k: v for k, v in node.items() if k not in ("items", "prefixItems", "$defs", "definitions", "$ref")}
-        total = len(json.dumps(own, ensure_ascii=False))
+            return total
         pattern = node.get("pattern")
         if isinstance(pattern, str):  # (forced text is at most what every match holds: its shortest)
             parsed = parsed_pattern(pattern)
             total += sys.maxsize if parsed is None else parsed.getwidth()[0]
-        copies = node.get("minItems", 0)
-        copies = int(copies) if isinstance(copies, (int, float)) and copies < sys.maxsize else sys.maxsize
-        items = node.get("items")
-        for item in items if isinstance(items, list) else [items] if items is not None else []:
-            total += min(bound(item) * max(copies, 1), sys.maxsize)
-        for item in node.get("prefixItems", []) if isinstance(node.get("prefixItems"), list) else []:
-            total += bound(item)
+        copies = node.get("minItems", 1)
+        copies = max(int(copies), 1) if isinstance(copies, (int, float)) and copies < sys.maxsize else sys.maxsize
+        for sub, at in subschemas(node, "#"):
+            written = len(json.dumps(sub, ensure_ascii=False))
+            if at.startswith(("#/$defs/", "#/definitions/")):
+                total -= written  # (written where a $ref names it)
+            else:  # the subschema's text replaced by its bound, once per copy
+                total += min(bound(sub) * (copies if at == "#/items" else 1), sys.maxsize) - written
         ref = node.get("$ref")
         if isinstance(ref, str) and (ref == "#" or ref.startswith("#/")):
             if ref not in memo:
