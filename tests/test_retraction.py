@@ -258,6 +258,31 @@ def test_the_last_running_request_makes_way_for_a_chunked_prompt_that_holds_kv()
     assert outputs[1] == outputs[0]
 
 
+SHORT = {"temperature": 0, "max_new_tokens": 8}  # the newcomer's request
+
+
+def hogs_then_newcomer(eng: sgl.Engine, hogs: list[tuple[str, dict]], steps: int, before=None) -> tuple[list, int]:
+    """Client 10.0.0.1 submits `hogs` (prompt, params), the engine steps `steps` times, then
+    `before()` runs and client 10.0.0.2 asks SHORT: (the hogs' requests, the steps until the
+    newcomer's answer, which must equal its text alone)."""
+    alone = eng.generate("The capital of France is", SHORT)["text"]
+    hog = [eng.submit(prompt, params) for prompt, params in hogs]
+    for r in hog:
+        r.client = "10.0.0.1"
+    for _ in range(steps):
+        eng.step()
+    if before is not None:
+        before()
+    newcomer = eng.submit("The capital of France is", SHORT)
+    newcomer.client = "10.0.0.2"
+    taken = 0
+    while not newcomer.released and taken < 200:
+        eng.step()
+        taken += 1
+    assert newcomer.output_text == alone
+    return hog, taken
+
+
 def test_a_client_with_nothing_running_is_not_held_behind_another_clients_retracted_backlog():
     """One client's 4 x n=32 requests of 900 tokens, retracted again and again, held another
     client's 8-token request 45-60 s on a server (a stranger's stall hunt): the room each
@@ -265,29 +290,17 @@ def test_a_client_with_nothing_running_is_not_held_behind_another_clients_retrac
     went to the backlog. A retraction gives its room up: the newcomer fits, and goes first."""
     eng = sgl.Engine(stage="s0", max_total_tokens=4096, new_token_ratio=0.15, min_new_token_ratio=0.02)
     try:
-        short = {"temperature": 0, "max_new_tokens": 8}
-        alone = eng.generate("The capital of France is", short)["text"]
-        hog = []
-        for i in range(64):
-            hog.append(
-                eng.submit(
-                    "Write a long story:", {"temperature": 1.0, "ignore_eos": True, "max_new_tokens": 400, "seed": i}
-                )
-            )
-            hog[-1].client = "10.0.0.1"
-        for _ in range(60):
-            eng.step()
         s = eng.scheduler
-        for r in list(s.running)[4:]:  # sent back, as a full pool would (with their output)
-            s.retract(r)
-        assert sum(bool(r.output_ids) for r in s.waiting_queue) > 40
-        newcomer = eng.submit("The capital of France is", short)
-        newcomer.client = "10.0.0.2"
-        steps = 0
-        while not newcomer.released and steps < 200:
-            eng.step()
-            steps += 1
-        assert newcomer.output_text == alone and steps <= 2 * short["max_new_tokens"], steps
+
+        def send_most_back() -> None:  # as a full pool would (with their output)
+            for r in list(s.running)[4:]:
+                s.retract(r)
+            assert sum(bool(r.output_ids) for r in s.waiting_queue) > 40
+
+        params = {"temperature": 1.0, "ignore_eos": True, "max_new_tokens": 400}
+        hogs = [("Write a long story:", {**params, "seed": i}) for i in range(64)]
+        hog, taken = hogs_then_newcomer(eng, hogs, 60, send_most_back)
+        assert taken <= 2 * SHORT["max_new_tokens"], taken
         for r in hog:
             eng.abort(r.rid)
         while eng.scheduler.has_work():
@@ -305,22 +318,12 @@ def test_a_client_with_nothing_running_gets_its_room_back_from_the_busiest_clien
     text alone, only that client's requests go back to wait, and they all finish."""
     eng = sgl.Engine(stage="s0", max_total_tokens=512, new_token_ratio=0.7, min_new_token_ratio=0.098)
     try:
-        short = {"temperature": 0, "max_new_tokens": 8}
-        alone = eng.generate("The capital of France is", short)["text"]
-        hog = []
-        for i in range(16):
-            hog.append(eng.submit(f"Story {i}: once upon a time", {**LONG, "max_new_tokens": 60}))
-            hog[-1].client = "10.0.0.1"
-        for _ in range(30):  # the ratio falls, more of them run, the pool fills
-            eng.step()
-        newcomer = eng.submit("The capital of France is", short)
-        newcomer.client = "10.0.0.2"
-        since, steps = len(eng.trace), 0
-        while not newcomer.released:
-            eng.step()
-            steps += 1
-        assert newcomer.output_text == alone and steps <= 2 * short["max_new_tokens"]
-        retracted = {e["rid"] for e in eng.trace[since:] if e["event"] == "retract"}
+        since: list[int] = []
+        hogs = [(f"Story {i}: once upon a time", {**LONG, "max_new_tokens": 60}) for i in range(16)]
+        # (30 steps: the ratio falls, more of them run, the pool fills)
+        hog, taken = hogs_then_newcomer(eng, hogs, 30, lambda: since.append(len(eng.trace)))
+        assert taken <= 2 * SHORT["max_new_tokens"]
+        retracted = {e["rid"] for e in eng.trace[since[0] :] if e["event"] == "retract"}
         assert retracted and retracted <= {r.rid for r in hog}
         while not all(r.released for r in hog):
             eng.step()
