@@ -31,6 +31,12 @@ def returning(req: Req) -> bool:
     return req.client is not None and bool(req.output_ids)
 
 
+def newcomer(req: Req, busy: set[str]) -> bool:
+    """A server client's new request (no output yet) while that client has nothing in `busy`
+    (running, or chosen for this batch): the client admission makes room for first."""
+    return req.client is not None and req.client not in busy and not req.output_ids
+
+
 def candidates(waiting: list[Req], most: int) -> list[Req]:
     """The requests of `waiting` (in its order) that admission may take this step, when it
     can admit `most` at most: each client's first `most` new requests (the in-process ones

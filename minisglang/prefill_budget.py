@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .admission_order import returning
+from .admission_order import newcomer, returning
 from .core import Req
 from .scheduler_config import SchedulerConfig
 
@@ -89,7 +89,7 @@ class PrefillBudget:
         client with nothing running what retracted requests keep (`yielded`)."""
         if req.rid in self.kept:
             extra = sum(self.kept.values())
-        elif req.client is not None and req.client not in self.busy and not returning(req):
+        elif newcomer(req, self.busy):
             extra = self.yielded
         else:
             extra = 0

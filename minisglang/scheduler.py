@@ -750,8 +750,7 @@ class Scheduler(SchedulerFaults):
         busy = {r.client for r in self.running if r.client is not None}
         if not busy:  # (in-process requests have no client: none of them is a newcomer)
             return False
-        newcomers = (r for r in waiting if r.client is not None and r.client not in busy and not r.output_ids)
-        newcomer = next(newcomers, None)
+        newcomer = next((r for r in waiting if admission_order.newcomer(r, busy)), None)
         if newcomer is None:
             return False
         # (a retracted request's room is not kept from it: only an s4 jump's, see PrefillBudget)
@@ -838,7 +837,7 @@ class Scheduler(SchedulerFaults):
         # fitted in the room a jump gave back, and the jumped request waited 119 steps, until
         # another request ended). The re-admissions themselves share it, first come first.
         kept = {r.rid: self._reserved_new_tokens(r) for r in order if returning(r)}
-        yielded = sum(k for r in order if r.rid in kept and r.retracted for k in [kept[r.rid]])
+        yielded = sum(kept[r.rid] for r in order if r.rid in kept and r.retracted)
         budget = PrefillBudget(self.config, room - sum(kept.values()), kept, self.running, yielded)
 
         chosen: list[Req] = []
