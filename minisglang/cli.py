@@ -22,7 +22,7 @@ def _engine(args, **options):
 
 
 def _drafting(args) -> dict:
-    """s7's drafting options the command line gave (`generate`, `trace`); the rest keep the defaults."""
+    """s7's drafting options the command line gave (`generate`, `trace`, `serve`); the rest keep the defaults."""
     keys = ("speculative_algorithm", "speculative_num_draft_tokens")
     chosen = {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
     if "speculative_num_draft_tokens" in chosen and "speculative_algorithm" not in chosen:
@@ -358,7 +358,7 @@ def cmd_serve(args) -> int:
     options = ServerOptions(**{k: v for k, v in given.items() if v is not None})  # the rest: its defaults
     # Engine options the operator gave; the rest keep the Engine's defaults.
     chosen = {key: getattr(args, key) for key in SERVE_ENGINE_OPTIONS if getattr(args, key) is not None}
-    _drafting(args)  # (a draft count without an algorithm is refused, as for `generate`)
+    chosen.update(_drafting(args))  # (as for `generate`: a draft count without an algorithm is refused)
     if args.min_new_token_ratio is None and args.new_token_ratio < 1:
         chosen["min_new_token_ratio"] = MIN_RATIO_FACTOR * args.new_token_ratio
     engine = Engine(model_path=args.model_path, stage=args.stage, seed=args.seed or 0, **chosen)
@@ -369,7 +369,8 @@ def cmd_serve(args) -> int:
     return serve(engine, host=args.host, port=args.port, options=options)
 
 
-# The Engine keyword arguments `serve` takes from its command line (flag: the key with dashes).
+# The Engine keyword arguments `serve` takes from its command line (flag: the key with dashes);
+# s7's drafting options come through `_drafting`, as for `generate`.
 SERVE_ENGINE_OPTIONS = (
     "grammar_backend",
     "compile_timeout",
@@ -384,8 +385,6 @@ SERVE_ENGINE_OPTIONS = (
     "mixed_prefill",
     "disable_radix_cache",
     "chunked_prefill_size",
-    "speculative_algorithm",
-    "speculative_num_draft_tokens",
     "sampling_defaults",
 )
 
