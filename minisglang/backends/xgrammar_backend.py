@@ -711,10 +711,12 @@ def forced_text_bound(schema: Any, extra: int = 0) -> int:
         return sys.maxsize  # (a recursion whose members are all required never returns)
     memo: dict[str, int] = {}
 
-    def bound(node: Any) -> int:
-        total = len(json.dumps(node, ensure_ascii=False))  # its text, its subschemas' once
+    def bound(node: Any) -> tuple[int, int]:
+        """(the bound for `node`, the length of its text)."""
+        written = len(json.dumps(node, ensure_ascii=False))  # its text, its subschemas' once
+        total = written
         if not isinstance(node, dict):
-            return total
+            return total, written
         pattern = node.get("pattern")
         if isinstance(pattern, str):  # (forced text is at most what every match holds: its shortest)
             parsed = parsed_pattern(pattern)
@@ -722,19 +724,19 @@ def forced_text_bound(schema: Any, extra: int = 0) -> int:
         copies = node.get("minItems", 1)
         copies = max(int(copies), 1) if isinstance(copies, (int, float)) and copies < sys.maxsize else sys.maxsize
         for sub, at in subschemas(node, "#"):
-            written = len(json.dumps(sub, ensure_ascii=False))
+            sub_bound, sub_written = bound(sub)
             if at.startswith(("#/$defs/", "#/definitions/")):
-                total -= written  # (written where a $ref names it)
+                total -= sub_written  # (written where a $ref names it)
             else:  # the subschema's text replaced by its bound, once per copy
-                total += min(bound(sub) * (copies if at == "#/items" else 1), sys.maxsize) - written
+                total += min(sub_bound * (copies if at == "#/items" else 1), sys.maxsize) - sub_written
         ref = node.get("$ref")
         if isinstance(ref, str) and (ref == "#" or ref.startswith("#/")):
             if ref not in memo:
-                memo[ref] = bound(resolve_pointer(schema, ref))
+                memo[ref] = bound(resolve_pointer(schema, ref))[0]
             total += memo[ref]
-        return min(total, sys.maxsize)
+        return min(total, sys.maxsize), written
 
-    return bound(schema) + extra
+    return bound(schema)[0] + extra
 
 
 def _jumps_are_bounded(schema: Any, extra: int = 0) -> bool:
