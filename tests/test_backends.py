@@ -345,8 +345,14 @@ def test_masks_match_the_fsm_backend_along_a_match(backends, tokenizer, name, re
     if name == "outlines" and not outlines_exact:
         assert drops_moves(backends[name], regex)
         return
-    width = tokenizer.vocab_size + PAD
     lib, fsm = compiled(backends[name], "regex", regex), compiled(backends["fsm"], "regex", regex)
+    along_text_beside_the_fsm(name, lib, fsm, tokenizer, text, outlines_exact)
+
+
+def along_text_beside_the_fsm(name: str, lib, fsm, tokenizer, text: str, outlines_exact: bool = True) -> None:
+    """`text`'s tokens fed to the library grammar `lib` and the fsm backend's `fsm`; before each
+    and after the last, the masks related as `check_against_fsm` says; termination the same."""
+    width = tokenizer.vocab_size + PAD
     ids = tokenizer.encode(text)
     for step in range(len(ids) + 1):
         check_against_fsm(name, lib, mask_row(lib, width), mask_row(fsm, width), outlines_exact, tokenizer.vocab_size)
@@ -1454,13 +1460,7 @@ def test_xgrammar_masks_json_escapes_in_patterns_and_lengths_as_the_fsm_does(bac
     jsonschema.validate(json.loads(text), schema)
     lib = compiled(backends["xgrammar"], "json_schema", json.dumps(schema))
     fsm = compiled(backends["fsm"], "json_schema", json.dumps(schema))
-    width = tokenizer.vocab_size + PAD
-    for t in [*tokenizer.encode(text), None]:
-        check_against_fsm("xgrammar", lib, mask_row(lib, width), mask_row(fsm, width), True, tokenizer.vocab_size)
-        if t is not None:
-            lib.accept_token(t)
-            fsm.accept_token(t)
-    assert lib.is_terminated() == fsm.is_terminated()
+    along_text_beside_the_fsm("xgrammar", lib, fsm, tokenizer, text)
 
 
 @pytest.mark.parametrize(
