@@ -202,6 +202,16 @@ BAD = [
         r"format.tags\[0\].begin 'abc' starts with 2 of the triggers",
     ),
     (
+        {
+            "format": {
+                "type": "triggered_tags",
+                "triggers": ["a", "b", "a"],
+                "tags": [{"begin": "abc", "content": {"type": "any_text"}, "end": "c"}],
+            }
+        },
+        r"format.triggers\[2\] 'a' is listed twice",
+    ),
+    (
         {"format": {"type": "tags_with_separator", "separator": ",", "tags": [{"type": "or", "elements": []}]}},
         r"format.tags\[0\].type must be 'tag'",
     ),

@@ -27,6 +27,7 @@ from ..constrained.json_schema.values import _decimal as checked_number
 from ..constrained.python_regex import nullable
 from ..constrained.regex_dfa import RegexError
 from ..constrained.regex_search import searches
+from ..constrained.structural_tag import TriggerPrefixes
 from .base import GrammarError
 
 try:  # Python's own regex parser, to read a `pattern` as jsonschema's `re` does
@@ -528,7 +529,9 @@ def refuse_unused_triggers(
     libraries' grammars keep only the triggers that start a tag out of the free text
     (llguidance wrote the unused trigger " " into free text under finish_reason stop; xgrammar
     failed an internal check). `where`: the field path of the triggers (v2's format)."""
-    unused = [t for t in triggers if not any(b.startswith(t) for b in begins)]
+    prefixes = TriggerPrefixes(triggers)
+    used = {t for b in begins for t in prefixes.starting(b)}
+    unused = [t for t in triggers if t not in used]
     if unused:
         raise GrammarError(
             f"{where + '.triggers: ' if where else ''}trigger {unused[0]!r} begins no {noun}: {library} cannot "

@@ -51,8 +51,9 @@ difference operator instead (`FreeTextByDifference`). The triggers are held to
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -126,7 +127,11 @@ class StructuralTag:
 
     def trigger_of(self, structure: TagStructure) -> str:
         """The one trigger `structure.begin` starts with."""
-        return next(t for t in self.triggers if structure.begin.startswith(t))
+        return self._trigger_prefixes.starting(structure.begin)[0]
+
+    @functools.cached_property
+    def _trigger_prefixes(self) -> TriggerPrefixes:
+        return TriggerPrefixes(self.triggers)
 
     def to_regex(
         self,
@@ -253,7 +258,8 @@ def parse_structural_tag(spec: Any, limits: TagLimits = TagLimits()) -> Structur
                     f"triggers[{j}] {u!r}: the first trigger in the text must be one place, so no trigger "
                     f"may contain another"
                 )
-    structures = tuple(_structure(i, s, triggers) for i, s in enumerate(spec["structures"]))
+    prefixes = TriggerPrefixes(triggers)
+    structures = tuple(_structure(i, s, triggers, prefixes) for i, s in enumerate(spec["structures"]))
     flags = {}
     for key in ("at_least_one", "stop_after_first"):
         flags[key] = spec.get(key, False)
@@ -299,7 +305,21 @@ def trigger_states(triggers: Sequence[str]) -> int:
     return len({t.encode("utf-8")[:i] for t in triggers for i in range(len(t.encode("utf-8")))})
 
 
-def _structure(i: int, s: Any, triggers: tuple[str, ...]) -> TagStructure:
+class TriggerPrefixes:
+    """Triggers, asked which of them a text starts with: one set lookup per distinct trigger
+    length, not a `startswith` per trigger (a tag of 1,200 structures and 128 triggers asked
+    153,600 of those, 23 ms on the scheduler thread for each request: a stranger's stall hunt)."""
+
+    def __init__(self, triggers: Iterable[str]):
+        self.triggers = frozenset(triggers)
+        self.lengths = sorted({len(t) for t in self.triggers})
+
+    def starting(self, text: str) -> list[str]:
+        """The triggers `text` starts with, shortest first."""
+        return [text[:n] for n in self.lengths if text[:n] in self.triggers]
+
+
+def _structure(i: int, s: Any, triggers: tuple[str, ...], prefixes: TriggerPrefixes) -> TagStructure:
     where = f"structural_tag.structures[{i}]"
     if not isinstance(s, dict):
         raise StructuralTagError(f"{where} must be an object with begin, schema and end, got {json_type(s)}")
@@ -311,7 +331,7 @@ def _structure(i: int, s: Any, triggers: tuple[str, ...]) -> TagStructure:
         raise StructuralTagError(f"{where} is missing {missing}")
     begin = checked_text(f"{where}.begin", s["begin"], nonempty=True)
     end = checked_text(f"{where}.end", s["end"])
-    if not any(begin.startswith(t) for t in triggers):
+    if not prefixes.starting(begin):
         raise StructuralTagError(f"{where}.begin {begin!r} starts with no trigger (triggers: {list(triggers)})")
     schema = s["schema"]
     if not isinstance(schema, (dict, bool)):

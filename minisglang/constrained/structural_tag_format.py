@@ -53,12 +53,13 @@ The parser is structural_tag_parse.py (`parse_structural_tag_format`, and
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
 
-from .structural_tag import StructuralTag, StructuralTagError
+from .structural_tag import StructuralTag, StructuralTagError, TriggerPrefixes
 
 # Bounds checked while parsing, before anything is built.
 MAX_DEPTH = 64  # formats inside formats
@@ -193,7 +194,11 @@ class TriggeredTagsFormat:
     def trigger_of(self, tag: TagFormat) -> str:
         """The one trigger `tag.begin` starts with (checked by the parser)."""
         assert isinstance(tag.begin, str)
-        return next(t for t in self.triggers if tag.begin.startswith(t))
+        return self._trigger_prefixes.starting(tag.begin)[0]
+
+    @functools.cached_property
+    def _trigger_prefixes(self) -> TriggerPrefixes:
+        return TriggerPrefixes(self.triggers)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from .structural_tag import StructuralTag, checked_text, json_type, parse_structural_tag
+from .structural_tag import StructuralTag, TriggerPrefixes, checked_text, json_type, parse_structural_tag
 from .structural_tag_format import (
     FORMATS,
     JSON_STYLES,
@@ -231,13 +231,19 @@ class _Parser:
         triggers = _strings(f"{where}.triggers", v["triggers"])
         if not triggers:
             raise StructuralTagFormatError(f"{where}.triggers is an empty list")
+        if len(set(triggers)) != len(triggers):
+            again = next(i for i, t in enumerate(triggers) if t in triggers[:i])
+            raise StructuralTagFormatError(
+                f"{where}.triggers[{again}] {triggers[again]!r} is listed twice; each tag must start with exactly one"
+            )
         tags = self._tags(f"{where}.tags", v["tags"], depth)
+        prefixes = TriggerPrefixes(triggers)
         for i, tag in enumerate(tags):
             if not isinstance(tag.begin, str):
                 raise StructuralTagFormatError(
                     f"{where}.tags[{i}].begin must be a string in triggered_tags (a token begin: token_triggered_tags)"
                 )
-            matched = [t for t in triggers if tag.begin.startswith(t)]
+            matched = prefixes.starting(tag.begin)
             if len(matched) != 1:
                 raise StructuralTagFormatError(
                     f"{where}.tags[{i}].begin {tag.begin!r} starts with {len(matched)} of the triggers "
