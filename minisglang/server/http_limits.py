@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import logging
 import re
 from collections.abc import Callable
 from http import HTTPStatus
@@ -134,6 +135,20 @@ SMALL_PIECES_READ_AT_ONCE = 8
 PIECE_REST = 0.2
 
 
+class WritesToALeftConnection(logging.Filter):
+    """Drops asyncio's `socket.send() raised exception.`: a socket transport logs it for each
+    write past the fifth after its connection failed, and uvicorn learns of the loss only a
+    loop turn later, so a stream's burst of chunks to a client that had just left wrote
+    that many lines (clients leaving their streams filled the server's log with hundreds, a
+    stranger's stall hunt). The server counts those clients (minisglang_client_disconnects_total)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg != "socket.send() raised exception."
+
+
+WRITES_TO_A_LEFT_CONNECTION = WritesToALeftConnection()
+
+
 def h11_protocol(options: ServerOptions, rate: RequestRate, refused: Callable[[int], None] = lambda status: None):
     """uvicorn's h11 protocol, answering a request head it cannot read in OpenAI's error shape,
     and one that does not arrive within `header_timeout` seconds; closing a connection whose
@@ -165,7 +180,11 @@ def h11_protocol(options: ServerOptions, rate: RequestRate, refused: Callable[[i
     kept its connection and every chunk the engine made for it (queued while the send waited)
     for as long as it stayed connected. Here a send buffer that stays full (the transport's
     pause_writing, with no resume_writing) for `write_timeout` seconds closes the connection:
-    the app then sees the client leave, and aborts its requests."""
+    the app then sees the client leave, and aborts its requests.
+
+    asyncio's own warning for each write to a connection its client has left is dropped
+    (`WritesToALeftConnection`)."""
+    logging.getLogger("asyncio").addFilter(WRITES_TO_A_LEFT_CONNECTION)  # (once: a filter is added once)
     header_timeout, write_timeout = options.header_timeout, options.write_timeout
     trusted = trusted_proxies(options.forwarded_allow_ips)
     open_by_client: dict[str, int] = {}  # client address -> its connections open now
