@@ -26,12 +26,13 @@ from test_regex_dfa import DIALECT_CHARS, DIALECT_REGEXES
 
 import minisglang as sgl
 from minisglang.backends.base import GrammarError, InvalidGrammarObject, get_backend_class
+from minisglang.backends.forced_text import JUMP_MAX_FORCED_CHARS, forced_text_bound
 from minisglang.backends.fsm_backend import FSMGrammar
 from minisglang.backends.outlines_backend import OutlinesGrammar
-from minisglang.backends.xgrammar_backend import JUMP_MAX_FORCED_CHARS, forced_text_bound
 from minisglang.constrained import child_process, python_regex
 from minisglang.constrained.bitmask import unpack_bits
 from minisglang.constrained.python_regex import portable_regex
+from minisglang.core import AbortKind
 from minisglang.stages.s5_backends import ReasonerGrammar
 from minisglang.tokenizer import Tokenizer
 
@@ -204,6 +205,19 @@ def test_invalid_grammars_abort_only_their_request(engine):
     assert NOT_JSON_PHRASE[name] in reason(outs[2])["message"]
     assert reason(outs[3])["type"] == "stop"
     assert re.fullmatch(r"[0-9]{4}-[0-9]{2}", outs[3]["text"])
+
+
+def test_a_schema_that_forces_without_end_is_the_requests_fault_on_every_backend(engine):
+    """A linked list whose next link is required has no finite value: a backend refuses it,
+    serves it until max_new_tokens, or stops where its own limit is reached, but never
+    blames itself (llguidance's parser hit "Too many items" taking the first token its own
+    mask allowed, and the request was a 500 saying its grammar was not at fault)."""
+    chain = {"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]}
+    out = engine.generate(USER.format(JSON_QUESTION), {"json_schema": json.dumps(chain), "max_new_tokens": 30})
+    why = reason(out)
+    assert why["type"] == "length" or why.get("kind") == AbortKind.GRAMMAR, why
+    if engine.stage.backend.name == "llguidance":
+        assert why["type"] == "abort" and "reached a limit" in why["message"], why
 
 
 def test_ebnf_works_where_supported_and_aborts_clearly_elsewhere(engine):

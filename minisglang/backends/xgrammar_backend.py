@@ -37,7 +37,6 @@ import json
 import math
 import re
 import string
-import sys
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -51,7 +50,6 @@ import xgrammar as xgr
 from ..constrained import library_children
 from ..constrained.bitmask import pack_bits
 from ..constrained.compile_service import ChildKilled, CompileTimeout
-from ..constrained.json_pointer import resolve_pointer
 from ..constrained.json_schema import InvalidSchemaError, UnsupportedSchemaError, load_schema
 
 # The string contents (JSON text) in which a pattern finds a match: our fsm compiler's own
@@ -68,6 +66,7 @@ from .base import (
     GrammarError,
     register_backend,
 )
+from .forced_text import JUMP_MAX_FORCED_CHARS, format_bound, gbnf_bound, jumps_are_bounded, pattern_bound
 from .ignored_keywords import (
     EMPTY_ARRAYS,
     INEXACT_INTEGERS,
@@ -77,7 +76,6 @@ from .ignored_keywords import (
     SchemaObject,
     beside,
     beside_validation,
-    find_ignored_keyword,
     format_as_pattern,
     inclusive_number_bounds,
     is_whole,
@@ -85,15 +83,12 @@ from .ignored_keywords import (
     not_a_local_pointer,
     number_bound,
     overlapping_branches,
-    parsed_pattern,
     pattern_meets_listed_name,
-    recursive_ref,
     refuse_ignored_keywords,
     refuse_unused_triggers,
     repeats_a_nullable_part,
     requires_unlisted,
     rewrite_subschemas,
-    subschemas,
     values_outside_type,
 )
 
@@ -676,79 +671,6 @@ class XGrammarGrammar(BaseGrammarObject):
         return helper.encode("utf-8"), None
 
 
-# xgrammar's find_jump_forward_string writes out every forced character, at a cost that grows
-# with the square of their number (a 1,000-item minItems array of nulls: 74 ms a call; 100,000:
-# 22 s, then out of memory, the whole engine waiting; a stranger's fuzzer), and it never returns
-# for a recursion whose members are all required. Such a schema is served without jumps.
-JUMP_MAX_MIN_ITEMS = 256
-# (a rule for find_ignored_keyword, the one walk over every subschema: not a refusal here)
-_LONG_FORCED_ARRAY = IgnoredKeyword(
-    "minItems", "", lambda s: isinstance(s["minItems"], (int, float)) and s["minItems"] > JUMP_MAX_MIN_ITEMS
-)
-
-
-# And it keeps what it wrote while the matcher lives: a schema of 6,000 required properties of
-# type null (an 80 KB forced object, a 214 KB request) took 0.2-0.6 s a call and held ~480 MB a
-# matcher; 32 choices of 10,000 of them got the server killed at 23.6 GB (a stranger's stall
-# hunt). So jumps are served only where the text a search can find is bounded, and small
-# (1,000 nulls, ~14k characters: ~0.02 s and ~10 MB a search; 5.5% of MaskBench's schemas over
-# count past this bound, most of them by their length or recursion).
-JUMP_MAX_FORCED_CHARS = 16384
-
-
-def forced_text_bound(schema: Any, extra: int = 0) -> int:
-    """An upper bound on the characters an output of `schema` can be forced to hold (plus
-    `extra`, a tag's begin and end): every forced character comes from the schema's own text
-    (keys, consts), a subschema's text written once per copy a `minItems` asks for of it (at
-    any depth: 200 arrays of 200 nulls), a pattern's shortest match (`a{100000}`), or a local
-    `$ref`'s target where it stands. Over-counts freely (an optional key, a `"type"` counts
-    too): it only decides whether jumps are worth their search, so a schema whose text alone
-    passes JUMP_MAX_FORCED_CHARS is answered from its length."""
-    text = len(json.dumps(schema, ensure_ascii=False))
-    if text > JUMP_MAX_FORCED_CHARS:
-        return text + extra
-    if recursive_ref(schema) is not None:
-        return sys.maxsize  # (a recursion whose members are all required never returns)
-    memo: dict[str, int] = {}
-
-    def bound(node: Any) -> tuple[int, int]:
-        """(the bound for `node`, the length of its text)."""
-        written = len(json.dumps(node, ensure_ascii=False))  # its text, its subschemas' once
-        total = written
-        if not isinstance(node, dict):
-            return total, written
-        pattern = node.get("pattern")
-        if isinstance(pattern, str):  # (forced text is at most what every match holds: its shortest)
-            parsed = parsed_pattern(pattern)
-            total += sys.maxsize if parsed is None else parsed.getwidth()[0]
-        copies = node.get("minItems", 1)
-        copies = max(int(copies), 1) if isinstance(copies, (int, float)) and copies < sys.maxsize else sys.maxsize
-        for sub, at in subschemas(node, "#"):
-            sub_bound, sub_written = bound(sub)
-            if at.startswith(("#/$defs/", "#/definitions/")):
-                total -= sub_written  # (written where a $ref names it)
-            else:  # the subschema's text replaced by its bound, once per copy
-                total += min(sub_bound * (copies if at == "#/items" else 1), sys.maxsize) - sub_written
-        ref = node.get("$ref")
-        if isinstance(ref, str) and (ref == "#" or ref.startswith("#/")):
-            if ref not in memo:
-                memo[ref] = bound(resolve_pointer(schema, ref))[0]
-            total += memo[ref]
-        return min(total, sys.maxsize), written
-
-    return bound(schema)[0] + extra
-
-
-def _jumps_are_bounded(schema: Any, extra: int = 0) -> bool:
-    """Whether xgrammar's jump-forward search stays small on this schema (`extra`: the
-    characters of a tag's begin and end): no minItems past JUMP_MAX_MIN_ITEMS, no recursive
-    `$ref`, and no more than JUMP_MAX_FORCED_CHARS characters it could find forced."""
-    return (
-        find_ignored_keyword(schema, (_LONG_FORCED_ARRAY,)) is None
-        and forced_text_bound(schema, extra) <= JUMP_MAX_FORCED_CHARS
-    )
-
-
 @register_backend("xgrammar")
 class XGrammarBackend(BaseGrammarBackend):
     kinds = frozenset({"regex", "json_schema", "ebnf", "structural_tag"})
@@ -779,16 +701,17 @@ class XGrammarBackend(BaseGrammarBackend):
         try:
             if kind == "regex":  # (a RegexError says what is wrong with it, in Python's terms)
                 compiled = self._compiled("compile_regex", xgrammar_regex(text))
-                # (its forced text is at most its shortest match: `a{100000}` is served without jumps)
-                jumps = forced_text_bound({"pattern": text}) <= JUMP_MAX_FORCED_CHARS
+                jumps = pattern_bound(text) <= JUMP_MAX_FORCED_CHARS  # (`a{100000}`: no jumps)
                 return XGrammarGrammar(compiled, self.stop_only_row, self.guard, jumps=jumps)
             elif kind == "json_schema":
                 enforced = self.enforced_schema(text)
                 enforced_text = json.dumps(enforced, ensure_ascii=False)
                 compiled = self._compiled("compile_json_schema", enforced_text, any_whitespace=False)
-                return XGrammarGrammar(compiled, self.stop_only_row, self.guard, jumps=_jumps_are_bounded(enforced))
+                return XGrammarGrammar(compiled, self.stop_only_row, self.guard, jumps=jumps_are_bounded(enforced))
             else:
                 compiled = self._compiled("compile_grammar", gbnf_for_xgrammar(text))
+                # (rules that double, `r1 ::= r0 r0` twenty times, forced 8 MB in 321 bytes)
+                jumps = gbnf_bound(text) <= JUMP_MAX_FORCED_CHARS
         except (GrammarError, CompileTimeout, CompileCancelled, ChildKilled):
             raise
         except Exception as e:  # xgrammar raises RuntimeError/ValueError with a parser message
@@ -799,7 +722,7 @@ class XGrammarBackend(BaseGrammarBackend):
                     "GBNF (`root ::= ...`): the 'llguidance' grammar backend reads both"
                 )
             raise GrammarError(message) from e
-        return XGrammarGrammar(compiled, self.stop_only_row, self.guard)
+        return XGrammarGrammar(compiled, self.stop_only_row, self.guard, jumps=jumps)
 
     @staticmethod
     def enforced_schema(text: str) -> Any:
@@ -847,7 +770,7 @@ class XGrammarBackend(BaseGrammarBackend):
             raise
         except Exception as e:  # (its error names no tag: a stranger's fuzzer read "Schema 'false' ...")
             raise self.structure_at_fault(spec, GrammarError(_clean_error(e))) from e
-        jumps = all(_jumps_are_bounded(s.schema, len(s.begin) + len(s.end)) for s in spec.structures)
+        jumps = all(jumps_are_bounded(s.schema, len(s.begin) + len(s.end)) for s in spec.structures)
         return XGrammarGrammar(compiled, self.stop_only_row, self.guard, jumps=jumps)
 
     def compile_structural_tag_format(self, spec: StructuralTagFormat) -> XGrammarGrammar:
@@ -865,7 +788,6 @@ class XGrammarBackend(BaseGrammarBackend):
             GrammarFormat,
             JSONSchemaFormat,
             RegexFormat,
-            TagFormat,
             TriggeredTagsFormat,
             rewrite,
         )
@@ -908,14 +830,8 @@ class XGrammarBackend(BaseGrammarBackend):
             raise
         except Exception as e:  # xgrammar's message, without its C++ source location
             raise GrammarError(f"structural_tag.format: {_clean_error(e)}") from e
-        # (every literal of the spec counted beside each schema: a begin, an end, a const_string)
-        literal = sum(
-            len(fmt.value) if isinstance(fmt, ConstStringFormat) else len(str(fmt.begin)) + len("".join(fmt.ends))
-            for _, fmt in enforced.walk()
-            if isinstance(fmt, (ConstStringFormat, TagFormat))
-        )
-        schemas = [fmt.json_schema for _, fmt in enforced.walk() if isinstance(fmt, JSONSchemaFormat)]
-        jumps = literal <= JUMP_MAX_FORCED_CHARS and all(_jumps_are_bounded(s, literal) for s in schemas)
+        # (a `repeat` counted as often as its minimum: three nested repeats of 1,000 forced 8 GB)
+        jumps = format_bound(enforced.format) <= JUMP_MAX_FORCED_CHARS
         return XGrammarGrammar(compiled, self.stop_only_row, self.guard, jumps=jumps)
 
     def _compiled(self, method: str, grammar: Any, **kwargs: Any) -> xgr.CompiledGrammar:

@@ -121,7 +121,7 @@ def gbnf_regex(text: str) -> Regex:
 
 
 def _regex(text: str) -> Regex:
-    rules = _parse(text)
+    rules = parse_rules(text)
     if "root" not in rules:
         raise GrammarNotRegular("the grammar has no rule named root", malformed=True)
     uses: dict[str, int] = {}
@@ -175,7 +175,8 @@ def _refs(element: Element) -> list[str]:
     return []
 
 
-def _parse(text: str) -> dict[str, Element]:
+def parse_rules(text: str) -> dict[str, Element]:
+    """The rules of GBNF `text`, name -> body (an "alt" element), in their order."""
     r = _Reader(text)
     rules: dict[str, Element] = {}
     r.space()
