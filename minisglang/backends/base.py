@@ -63,6 +63,12 @@ class GrammarError(ValueError):
     """A grammar this backend cannot compile; the message ends the request with `abort`."""
 
 
+class GrammarLimitError(GrammarError):
+    """A library reached one of its own limits on this grammar while serving it (llguidance's
+    parser items, its lexer's expressions): the grammar asks too much, the request's fault,
+    not a disagreement of mask and matcher."""
+
+
 # ------------------------------------------------------------------------ per request
 GrammarObjectT = TypeVar("GrammarObjectT", bound="BaseGrammarObject")
 

@@ -75,6 +75,7 @@ from .base import (
     BaseGrammarBackend,
     BaseGrammarObject,
     GrammarError,
+    GrammarLimitError,
     register_backend,
 )
 from .ignored_keywords import (
@@ -366,6 +367,10 @@ class LLGuidanceGrammar(BaseGrammarObject):
             return
         if token_id in self.stop_tokens and self.matcher.is_stopped() and not self.matcher.is_error():
             return
+        # A token its own mask allowed, refused for a limit the parser reached taking it (an
+        # all-required recursive schema, `{"a": {"$ref": "#"}}` required: "Too many items
+        # (limit 50000; ff_tokens)"): the grammar's fault, said as such (it was a 500).
+        self._refuse_error_state()
         raise GrammarError(f"token {token_id} is not allowed by the grammar here")
 
     def rollback(self, k: int) -> None:
@@ -401,7 +406,7 @@ class LLGuidanceGrammar(BaseGrammarObject):
             # (its regex derivatives, e.g. free text with 100 excludes): a resource, not the language)
             if "(limit " in reason or "too many" in reason.lower():
                 self._spent[0] = True
-                raise GrammarError(f"llguidance's parser reached a limit on this grammar here: {reason}")
+                raise GrammarLimitError(f"llguidance's parser reached a limit on this grammar here: {reason}")
             raise GrammarError(f"the grammar allows no text from here (llguidance: {reason})")
 
     @classmethod

@@ -45,6 +45,7 @@ from ..backends.base import (
     BaseGrammarBackend,
     BaseGrammarObject,
     GrammarError,
+    GrammarLimitError,
     InvalidGrammarObject,
     get_backend_class,
 )
@@ -682,6 +683,10 @@ class BackendStage(Stage):
         start = self.work.stamp()
         try:
             g.accept_token(token_id)
+        except GrammarLimitError as e:  # the library's limit on this grammar: the request's fault
+            req.output_ids.pop()
+            req.finish("abort", AbortKind.GRAMMAR, message=str(e))
+            return
         except GrammarError as e:
             # The token was sampled under this grammar's own mask (an empty mask aborts before
             # sampling), so mask and matcher disagree: the backend's fault, not the request's.
