@@ -9,7 +9,13 @@ import torch
 from token_names import token_list
 
 import minisglang as sgl
-from minisglang.backends.base import BaseGrammarBackend, GrammarError, InvalidGrammarObject, get_backend_class
+from minisglang.backends.base import (
+    BaseGrammarBackend,
+    BaseGrammarObject,
+    GrammarError,
+    InvalidGrammarObject,
+    get_backend_class,
+)
 from minisglang.backends.fsm_backend import FSMBackend
 from minisglang.constrained.bitmask import unpack_bits
 from minisglang.core import AbortKind, Req, SamplingParams
@@ -1020,3 +1026,41 @@ def test_our_fsm_backend_jumps_where_s4_does(engine):
     got = [(o["text"], o["output_ids"]) for o in engine.generate([prompt] * len(params), params)]
     assert got == want
     assert want[0][0] == "red an"
+
+
+class _SlowSearch(BaseGrammarObject):
+    """A grammar whose jump search is one uncuttable call of ~0.15 s of CPU."""
+
+    def __init__(self):
+        self.searches, self.slow = 0, False
+
+    def jump_forward(self, tokenizer):
+        self.searches += 1
+        end = time.thread_time() + 0.15
+        while time.thread_time() < end:
+            pass
+        return None
+
+    def search_was_slow(self):
+        self.slow = True
+
+
+def test_a_jump_search_longer_than_a_call_may_take_is_its_grammars_last():
+    """A library's search is one native call no slice can cut (xgrammar's over a short grammar
+    forcing megabytes held every client 7-20 s: a stranger's stall hunt). Whatever the bounds
+    on forced text say, a search past max_grammar_call_seconds tells its grammar, which then
+    searches no more in any copy (XGrammarGrammar shares the flag)."""
+    from minisglang.constrained.work_slices import Baton
+    from minisglang.tokenizer import Tokenizer
+
+    work = s5.GrammarWork(step_seconds=1.0, max_seconds=60.0, baton=Baton(), max_call_seconds=0.1)
+    jumper = s5.BudgetedJumpForward(Tokenizer.from_pretrained(sgl.DEFAULT_MODEL_PATH), work)
+    req = Req("x", [1], SamplingParams(temperature=1.0))
+    req.grammar = _SlowSearch()
+    work.begin_step()
+    assert jumper.find_jump(req) is None
+    assert req.grammar.slow, "a search of 0.15 s past a 0.1 s call limit was not reported"
+    fast = Req("y", [1], SamplingParams(temperature=1.0))
+    fast.grammar = _Searching()
+    work.begin_step()
+    jumper.find_jump(fast)  # (a quick search reports nothing: _Searching has no search_was_slow)

@@ -118,6 +118,12 @@ class BaseGrammarObject:
         from its structure."""
         return not self.needs_work() and self.is_terminated()
 
+    def search_was_slow(self) -> None:
+        """A jump search of this grammar took longer than one call may (max_grammar_call_seconds),
+        on the scheduler thread where every request waits. A library's search is one native call
+        no slice can cut: it then searches no more, in any copy of the grammar (jumps are only a
+        speed-up). Here: nothing (our automaton's search is cut into slices)."""
+
     def nbytes(self) -> int:
         """Bytes of the compiled grammar behind this matcher, as far as we can tell (what the
         backend's byte-bounded cache counts); 0 when a library does not say."""

@@ -574,10 +574,16 @@ class XGrammarGrammar(BaseGrammarObject):
     _batch_lock = threading.Lock()
 
     def __init__(
-        self, compiled: xgr.CompiledGrammar, stop_only_row: torch.Tensor, guard: Utf8Guard, jumps: bool = True
+        self,
+        compiled: xgr.CompiledGrammar,
+        stop_only_row: torch.Tensor,
+        guard: Utf8Guard,
+        jumps: bool | list[bool] = True,
     ):
         self.compiled = compiled
-        self.jumps = jumps  # False: find_jump_forward_string is never asked (see JUMP_MAX_MIN_ITEMS)
+        # [False]: find_jump_forward_string is never asked (forced_text.py); one list for every
+        # copy, so a search found slow stops them all (`search_was_slow`)
+        self._jumps = jumps if isinstance(jumps, list) else [jumps]
         self.matcher = xgr.GrammarMatcher(compiled)
         self.stop_only_row = stop_only_row  # [W] int32: the row that allows only EOS
         self.only_stop_left = False
@@ -636,7 +642,14 @@ class XGrammarGrammar(BaseGrammarObject):
         return self.matcher.is_terminated() or self.only_stop_left
 
     def copy(self) -> XGrammarGrammar:
-        return XGrammarGrammar(self.compiled, self.stop_only_row, self.guard, self.jumps)
+        return XGrammarGrammar(self.compiled, self.stop_only_row, self.guard, self._jumps)
+
+    @property
+    def jumps(self) -> bool:
+        return self._jumps[0]
+
+    def search_was_slow(self) -> None:
+        self._jumps[0] = False
 
     def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
         self.matcher.fill_next_token_bitmask(vocab_mask, idx)

@@ -99,6 +99,9 @@ class ReasonerGrammar(BaseGrammarObject):
     def jump_forward_str_state(self, helper: Any) -> tuple[bytes, Any]:
         return self.inner.jump_forward_str_state(helper)
 
+    def search_was_slow(self) -> None:
+        self.inner.search_was_slow()
+
     def jump_and_retokenize(self, old_output_ids: list[int], new_output_ids: list[int], next_state: Any) -> None:
         """The inner matcher saw only the answer: hand it the ids after the thinking. If the
         re-encoding re-cut the thinking itself, the answer starts where its text did."""
@@ -368,8 +371,15 @@ class BudgetedJumpForward(JumpForward):
             # (a stranger's stall hunt). A jump is only a speed-up.
             if self.work.left <= 0:
                 raise OutOfTime
+            start = self.work.stamp()
             with self.work.slice(req):
-                return super().find_jump(req)
+                found = super().find_jump(req)
+            # A library's search is one native call: one found too slow is the last of its
+            # grammar (whatever a bound on its forced text said; forced_text.py)
+            if min(self.work.since(start)) > self.work.max_call_seconds:
+                assert isinstance(req.grammar, BaseGrammarObject)  # (only a constrained request searches)
+                req.grammar.search_was_slow()
+            return found
         except OutOfTime:
             if self.deciding:
                 self.work.wait_for_search(req)
