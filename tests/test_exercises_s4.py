@@ -185,14 +185,22 @@ class CountedEdges(dict):
 
 
 @pytest.mark.task4_2
-def test_jump_forward_stops_on_a_cycle_of_forced_characters():
+@pytest.mark.parametrize(
+    "edges",
+    [{0: ("a", 1), 1: ("b", 0)}, {0: ("a", 1), 1: ("b", 0), 5: ("c", 6)}],
+    ids=["the cycle alone", "an edge elsewhere too"],
+)
+def test_jump_forward_stops_on_a_cycle_of_forced_characters(edges):
     """The page asks for a guard against revisiting a state: a hand-built map whose forced
-    characters cycle (0 -a-> 1 -b-> 0; a real DFA's never do) must not be walked forever."""
-    jm = JumpForwardMap(CountedEdges({0: ("a", 1), 1: ("b", 0)}), {}, 2)
+    characters cycle (0 -a-> 1 -b-> 0; a real DFA's never do) must not be walked forever, nor
+    round it again (a count of steps, as many as the map has edges, is no such guard: an edge
+    elsewhere in the map let the walk go round once more, a stranger's solution)."""
+    jm = JumpForwardMap(CountedEdges(edges), {}, 7)
     got = jm.jump_forward(0)
     assert got in {(b"ab", 0), (b"a", 1)}, (
-        f"jump_forward(0) on the cycle 0 -a-> 1 -b-> 0 must stop where it would revisit a state, with the "
-        f"characters it walked: (b'ab', 0) (or (b'a', 1), stopping before the step back); got {got!r}"
+        f"jump_forward(0) on the cycle 0 -a-> 1 -b-> 0 (char_edges {edges}) must stop where it would revisit a "
+        f"state, with the characters it walked: (b'ab', 0) (or (b'a', 1), stopping before the step back); "
+        f"got {got!r}"
     )
 
 
@@ -257,6 +265,11 @@ def test_byte_edges_are_the_intermediate_states_with_one_next_byte(regex):
             if missing
             else ""
         )
+    )
+    kinds = {type(x).__name__ for state, edge in jm.byte_edges.items() for x in (state, *edge)}
+    assert kinds <= {"int"}, (
+        f"regex {regex!r}: byte_edges must hold Python ints (int(...)); it holds {sorted(kinds)}: a numpy "
+        f"integer from the table travels on as the grammar's state, and json cannot write it"
     )
 
 

@@ -325,6 +325,35 @@ def test_accept_token_lists_no_tokens_of_a_state_that_is_not_final(synthetic_bac
 
 
 @pytest.mark.task5_1
+def test_whether_the_match_is_complete_is_the_fsms_answer(synthetic_backend):
+    """The page's hint: comparing `allowed_token_ids(nxt)` with `[eos]` answers right on the
+    eager automaton these tests run, but on the lazy one, the engine's default, it builds the
+    next state's row inside `accept_token`, outside the step's budget. There
+    `self.fsm.is_complete` answers False until the row is made (a budgeted slice makes it,
+    and finishes the request then). Here it answers as the lazy one does before the row:
+    after `yes` of `(yes|no)` the matcher must not call itself terminated by another road (a
+    stranger's solution listed the tokens)."""
+    g = start(synthetic_backend, "(yes|no)")
+    asked: list[int] = []
+
+    def before_the_row(fsm, state):
+        asked.append(state)
+        return False
+
+    with mock.patch.object(type(g.fsm), "is_complete", before_the_row):  # (the fsm is a frozen dataclass)
+        for piece in (b"y", b"e", b"s"):
+            g.accept_token(VOCAB.index(piece))
+        terminated = g.terminated  # (what accept_token set; is_terminated() would make the row now)
+    assert g.fsm.index.is_final(g.state), "test premise: 'yes' is a whole match of (yes|no)"
+    assert not terminated, (
+        "after 'yes', self.fsm.is_complete said the match is not known complete (the lazy automaton before "
+        "the state's row is made), yet accept_token marked it terminated: ask self.fsm.is_complete(nxt), do "
+        "not list the state's tokens (that builds the row on the lazy automaton)"
+    )
+    assert g.state in asked, "accept_token never asked self.fsm.is_complete about the state it reached"
+
+
+@pytest.mark.task5_1
 def test_copies_are_independent_matchers_on_one_compile(synthetic_backend):
     regex = r"(yes|no)"
     a, b = start(synthetic_backend, regex), start(synthetic_backend, regex)

@@ -485,6 +485,28 @@ def test_whitespace_before_the_arguments_is_not_their_end(space):
 
 
 @pytest.mark.task6_2
+@pytest.mark.parametrize(
+    "text,why",
+    [
+        ("}", "a closing bracket with nothing opened (the value has not begun)"),
+        ("]", "a closing bracket with nothing opened (the value has not begun)"),
+        ('"a"', "a string: only a closing bracket ends the value, and nothing was opened"),
+        (
+            '{\\"}',
+            "a backslash outside a string is an ordinary character: the quote opens a string, the brace is in it",
+        ),
+    ],
+)
+def test_the_scan_closes_nothing_it_did_not_open(text, why):
+    """Text a model may write that is not the page's JSON value (a stray bracket, a bare
+    string, a backslash before a quote): the value closes only where a closing bracket
+    brings back to 0 a depth something opened, outside any string."""
+    scan = _JsonScan()
+    closed = [i for i, ch in enumerate(text) if scan.step(ch)]
+    assert not closed, f"fed {text!r}, the scan said the value closed at character {closed[0]}: {why}"
+
+
+@pytest.mark.task6_2
 def test_a_call_cut_short_leaves_nothing_for_the_next_scan():
     """An output that ends inside a call's arguments (brackets still open) is content; the
     next output's call, read by another parser, is read back whole: each scan holds its own

@@ -724,6 +724,22 @@ def test_greedy_acceptance_equals_one_token_at_a_time(seed, m, vocab):
 
 
 @pytest.mark.task7_2
+def test_greedy_acceptance_reads_the_models_own_dtype():
+    """`logits` are the model's: bfloat16 on a GPU, on its device. Torch's own argmax reads
+    them there; `.numpy()` has no bfloat16 (and no GPU tensor), so a solution through numpy
+    failed only in production (a stranger's solution)."""
+    logits = torch.tensor([[0.0, 5.0, 1.0], [3.0, 0.0, 1.0], [0.0, 1.0, 2.0]], dtype=torch.bfloat16)
+    try:
+        got = greedy(logits, [1, 0])
+    except (TypeError, RuntimeError) as e:
+        raise AssertionError(
+            f"accept_greedy on bfloat16 logits (a GPU model's) raised {type(e).__name__}: {e}; keep to torch's "
+            f"argmax (a GPU tensor has no .numpy() either)"
+        ) from None
+    assert got == [1, 0, 2], f"{greedy_story(logits.float(), [1, 0], [1, 0, 2])}; accept_greedy gave {got}"
+
+
+@pytest.mark.task7_2
 def test_all_drafts_kept_then_the_models_own_token():
     logits = torch.tensor([[0.0, 5.0, 1.0], [3.0, 0.0, 1.0], [0.0, 1.0, 2.0]])
     got = greedy(logits, [1, 0])

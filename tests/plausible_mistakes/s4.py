@@ -222,4 +222,17 @@ MUTATIONS = [
         "if not char_class.negated and len(char_class.chars) == 1:",
         "if not char_class.negated and len(char_class.chars) == 1 and nxt:",
     ),
+    # (a stranger's mistakes, grader honesty round 7: each passed every test of the time)
+    (
+        "task4_2",
+        "the cycle guard a count of steps, as many as the map has edges, not the states seen",
+        "seen = set()\nwhile state in self.char_edges and state not in seen:\n    seen.add(state)",
+        "steps = 0\nwhile state in self.char_edges and steps < len(self.char_edges):\n    steps += 1",
+    ),
+    (
+        "task4_1",
+        "byte_edges holds the table's numpy integers (no int())",
+        "byte_edges[state] = (int(options[0]), int(byte_dfa.table[state, options[0]]))",
+        "byte_edges[state] = (options[0], byte_dfa.table[state, options[0]])",
+    ),
 ]

@@ -202,4 +202,11 @@ MUTATIONS = [
         "self.state = nxt\nself.terminated = self.fsm.is_complete(nxt)  # accepting, and only EOS can follow",
         "self.state = nxt",
     ),
+    # (a stranger's mistake, grader honesty round 7: it passed every test of the time)
+    (
+        "task5_1",
+        "completeness read by listing the next state's tokens (the lazy automaton's row built in accept_token)",
+        "self.terminated = self.fsm.is_complete(nxt)",
+        "self.terminated = index.is_final(nxt) and list(index.allowed_token_ids(nxt)) == [index.eos_token_id]",
+    ),
 ]

@@ -136,4 +136,23 @@ MUTATIONS = [
         "elif ch == '\"':\n    self.in_string = True\n",
         'elif ch in "\\"\'":\n    self.in_string = True\n',
     ),
+    # (a stranger's mistakes, grader honesty round 7: each passed every test of the time)
+    (
+        "task6_2",
+        "a closing bracket ends the value whether or not one was opened",
+        "return self.opened and self.depth <= 0",
+        "return self.depth <= 0",
+    ),
+    (
+        "task6_2",
+        "a string that closes at depth 0 ends the value",
+        "    elif ch == '\"':\n        self.in_string = False\n",
+        "    elif ch == '\"':\n        self.in_string = False\n        return self.depth == 0\n",
+    ),
+    (
+        "task6_2",
+        "a backslash escapes the next character outside strings too",
+        "if self.in_string:\n    if self.escaped:",
+        'if self.escaped:\n    self.escaped = False\n    return False\nif ch == "\\\\":\n    self.escaped = True\n    return False\nif self.in_string:\n    if self.escaped:',
+    ),
 ]

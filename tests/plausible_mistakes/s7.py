@@ -277,4 +277,11 @@ MUTATIONS = [
         "picks = logits.argmax(dim=-1).tolist()",
         "picks = torch.softmax(logits, dim=-1).argmax(dim=-1).tolist()",
     ),
+    # (a stranger's mistake, grader honesty round 7: it passed every test of the time)
+    (
+        "task7_2",
+        "the argmax through numpy (no bfloat16, no GPU tensor)",
+        "picks = logits.argmax(dim=-1).tolist()",
+        "picks = logits.numpy().argmax(axis=-1).tolist()",
+    ),
 ]
