@@ -119,7 +119,7 @@ def gbnf_bound(text: str) -> int:
     for text the GBNF reader does not take (it is compiled, or refused, by the library)."""
     try:
         rules = parse_rules(text)
-    except GrammarNotRegular:
+    except (GrammarNotRegular, RecursionError):  # (groups nested past Python's stack)
         return UNBOUNDED
     done: dict[str, int] = {}
 
