@@ -13,7 +13,7 @@ import json
 import random
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_backends import PAD, compiled
 
@@ -21,6 +21,7 @@ import minisglang as sgl
 from minisglang.backends.base import InvalidGrammarObject, get_backend_class
 from minisglang.backends.forced_text import (
     JUMP_MAX_FORCED_CHARS,
+    forced_text_bound,
     format_bound,
     gbnf_bound,
     pattern_bound,
@@ -102,6 +103,43 @@ def gbnf(draw) -> str:
 @given(grammar=gbnf(), seed=st.integers(0, 1000))
 def test_xgrammar_finds_no_gbnf_grammar_forcing_more_than_its_bound(xgrammar, grammar, seed):
     assert longest_forced_along_walks(xgrammar, "ebnf", grammar, seed) <= gbnf_bound(grammar), grammar
+
+
+# Small JSON schemas: required properties, arrays with minItems, enums, consts, patterns.
+SCHEMA = st.recursive(
+    st.one_of(
+        st.just({"type": "null"}),
+        st.just({"type": "boolean"}),
+        st.sampled_from(["ab", "x|yz{3}", "(?:cd){2}", "x|(?:cd){60}"]).map(
+            lambda p: {"type": "string", "pattern": f"^(?:{p})$"}
+        ),
+        st.lists(st.sampled_from(["a", "bc", 1, None]), min_size=1, max_size=2, unique=True).map(lambda v: {"enum": v}),
+        st.sampled_from(["k", 7]).map(lambda v: {"const": v}),
+    ),
+    lambda inner: st.one_of(
+        st.tuples(inner, st.integers(0, 3)).map(
+            lambda p: {"type": "array", "items": p[0], "minItems": p[1], "maxItems": p[1] + 1}
+        ),
+        st.dictionaries(st.sampled_from(["a", "b", "cd"]), inner, min_size=1, max_size=3).map(
+            lambda props: {
+                "type": "object",
+                "properties": props,
+                "required": sorted(props),
+                "additionalProperties": False,
+            }
+        ),
+    ),
+    max_leaves=5,
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(schema=SCHEMA, seed=st.integers(0, 1000))
+@example(schema={"type": "string", "pattern": "^(?:x|(?:cd){60})$"}, seed=1)  # (a shortest match of 1)
+def test_xgrammar_finds_no_schema_forcing_more_than_its_bound(xgrammar, schema, seed):
+    text = json.dumps(schema)
+    bound = forced_text_bound(xgrammar.enforced_schema(text))
+    assert longest_forced_along_walks(xgrammar, "json_schema", text, seed) <= bound, schema
 
 
 # v2 structural tag formats of constant strings and regexes under sequence, or and repeats.
