@@ -970,6 +970,19 @@ def test_xgrammar_serves_without_jumps_where_the_forced_text_could_be_long(backe
     assert not isinstance(g, InvalidGrammarObject) and g.jump_forward(tokenizer) is None
 
 
+@pytest.mark.parametrize("name", ["xgrammar", "llguidance"])
+def test_a_slow_search_stops_every_copy_of_a_librarys_grammar(backends, name):
+    """A library's jump search is one native call: once the scheduler says one took longer
+    than a call may (`search_was_slow`), no copy of that grammar searches again, the
+    request's other choices and later requests alike."""
+    backend = backends[name]
+    first, second = compiled(backend, "regex", "abc[0-9]"), compiled(backend, "regex", "abc[0-9]")
+    assert first.jump_forward(backend.tokenizer)[0] == b"abc"
+    first.search_was_slow()
+    later = compiled(backend, "regex", "abc[0-9]")
+    assert second.jump_forward(backend.tokenizer) is None and later.jump_forward(backend.tokenizer) is None
+
+
 @pytest.mark.parametrize("name", BACKENDS)
 def test_a_boolean_root_schema_compiles(backends, tokenizer, name):
     """`true` allows any JSON value (llguidance refused it, asking for an object; outlines-core

@@ -186,13 +186,3 @@ def test_a_short_grammar_that_forces_megabytes_is_served_by_xgrammar_without_jum
         assert g.jump_forward(tokenizer) is None
     g = compiled(xgrammar, "ebnf", 'r ::= "ab" "cd"\nroot ::= r r')
     assert g.jumps and g.jump_forward(tokenizer)[0] == b"abcdabcd"
-
-
-def test_a_slow_search_stops_every_xgrammar_copy_of_its_grammar(xgrammar):
-    """`search_was_slow` (the scheduler's word after a search past max_grammar_call_seconds)
-    stops the jumps of every copy: the request's other choices and later requests alike."""
-    first, second = compiled(xgrammar, "regex", "abc[0-9]"), compiled(xgrammar, "regex", "abc[0-9]")
-    assert first.jumps and second.jumps and first.jump_forward(xgrammar.tokenizer)[0] == b"abc"
-    first.search_was_slow()
-    later = compiled(xgrammar, "regex", "abc[0-9]")
-    assert not second.jumps and not later.jumps and later.jump_forward(xgrammar.tokenizer) is None

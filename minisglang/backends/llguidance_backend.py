@@ -348,7 +348,13 @@ class LLGuidanceGrammar(BaseGrammarObject):
     _executor: llg.LLExecutor | None = None  # one thread pool for all batches
     _executor_lock = threading.Lock()
 
-    def __init__(self, start: llg.LLMatcher, stop_tokens: frozenset[int], spent: list[bool] | None = None):
+    def __init__(
+        self,
+        start: llg.LLMatcher,
+        stop_tokens: frozenset[int],
+        spent: list[bool] | None = None,
+        jumps: list[bool] | None = None,
+    ):
         self.start = start  # never advanced: the template for copies
         self.stop_tokens = stop_tokens  # the tokenizer's EOS tokens
         self.matcher = start.deep_copy()
@@ -356,6 +362,8 @@ class LLGuidanceGrammar(BaseGrammarObject):
         # regex builder, so every later copy failed at its first token (a stranger's regex
         # fuzzing); the grammar cache then compiles the grammar again (`is_spent`).
         self._spent = [False] if spent is None else spent
+        # [False] once a copy's jump search was too slow (`search_was_slow`): shared by every copy
+        self._jumps = [True] if jumps is None else jumps
 
     def accept_token(self, token_id: int) -> None:
         # `consume_token` of a refused token leaves the matcher in an error state that no
@@ -383,7 +391,7 @@ class LLGuidanceGrammar(BaseGrammarObject):
         return self.matcher.is_stopped() and not self.matcher.is_error()
 
     def copy(self) -> LLGuidanceGrammar:
-        return LLGuidanceGrammar(self.start, self.stop_tokens, self._spent)
+        return LLGuidanceGrammar(self.start, self.stop_tokens, self._spent, self._jumps)
 
     def is_spent(self) -> bool:
         return self._spent[0]
@@ -427,7 +435,12 @@ class LLGuidanceGrammar(BaseGrammarObject):
     def try_jump_forward(self, tokenizer: Tokenizer) -> bytes | None:
         # Trailing spaces stay with the model: byte-level vocabularies glue a space to the
         # next word (" 31"), and a model handed "age": " must write "31" the unusual way.
+        if not self._jumps[0]:
+            return None
         return self.matcher.compute_ff_bytes().rstrip(b" ") or None
+
+    def search_was_slow(self) -> None:
+        self._jumps[0] = False
 
     def jump_forward_str_state(self, helper: bytes) -> tuple[bytes, None]:
         # The matcher is not moved here: jump_and_retokenize feeds it the new tokens.
