@@ -618,6 +618,35 @@ def test_mask_logits_masks_each_constrained_row(reqs, seed):
             )
 
 
+class RowOnAnotherDevice(torch.Tensor):
+    """A row as `allowed_mask` gives it beside a GPU's logits: on the CPU. Reading it is fine;
+    filling logits through it before it is moved (`.to(...)`) fails, as CUDA's masked_fill_
+    fails with a mask on another device (this machine has no GPU to show it)."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in (torch.Tensor.to, torch.Tensor.cuda) or (func is torch.as_tensor and "device" in kwargs):
+            return super().__torch_function__(func, types, args, kwargs).as_subclass(torch.Tensor)
+        if func in (torch.Tensor.masked_fill_, torch.Tensor.masked_fill, torch.where, torch.Tensor.__setitem__):
+            raise AssertionError(
+                "the allowed row met the logits without being moved to their device: get it with "
+                "self.allowed_mask(...).to(logits.device) (on a GPU, masked_fill_ with a CPU mask raises)"
+            )
+        return super().__torch_function__(func, types, args, kwargs)
+
+
+@pytest.mark.task1_4
+def test_mask_logits_moves_the_row_to_the_logits_device():
+    stage = make_stage()
+    stage.allowed_mask = lambda grammar: oracle_row(grammar).as_subclass(RowOnAnotherDevice)
+    reqs = [make_req(compiled(r"(yes|no)")), make_req(compiled(r"1[0-9]*"))]
+    logits = torch.randn(2, VOCAB_SIZE)
+    before = logits.clone()
+    stage.mask_logits(logits, reqs)
+    assert torch.equal(logits, expected_masked(before, reqs)), "the masked rows differ from the oracle's"
+
+
 @pytest.mark.task1_4
 def test_mask_logits_aborts_a_request_with_nothing_allowed():
     stage = make_stage()
@@ -640,6 +669,12 @@ def test_mask_logits_aborts_a_request_with_nothing_allowed():
     )
     assert not torch.isinf(logits[0]).all(), "the aborted request's row is all -inf: a row must stay samplable"
     assert fine.finished_reason is None, f"the (yes|no) request at its start must go on; got {fine.finished_reason}"
+    # The regex as the client wrote it: repr() doubles each backslash (a stranger's message
+    # read '1\\d*' for 1\d*, a regex the client never sent)
+    escaped = make_req(compiled(r"1\d*"), 10_000)
+    stage.mask_logits(torch.randn(1, VOCAB_SIZE), [escaped])
+    message = (escaped.finished_reason or {}).get("message", "")
+    assert r"1\d*" in message, f"the abort message must name the regex 1\\d* as written; got {message!r}"
     assert torch.equal(logits[1:], expected_masked(before, [stuck, fine, free])[1:]), (
         "the rows of the other two requests (one at (yes|no)'s start, one unconstrained) differ from the oracle"
     )
@@ -763,6 +798,17 @@ def test_advance_finish_rules():
     stage.advance(may_stop, EOS)
     assert may_stop.finished_reason == {"type": "stop", "matched": EOS}, (
         f"1[0-9]* after '12' then EOS: expected a stop matched by EOS; got {may_stop.finished_reason}"
+    )
+
+    optional = make_req(compiled(r"(yes|no)s?"))  # after "yes": EOS, or one more token ("s")
+    stage.advance(optional, tok[b"yes"])
+    assert not optional.finished, (
+        f"(yes|no)s? after 'yes': the state accepts but also allows 's', so it must go on; got "
+        f"{optional.finished_reason} (finish only where EOS is the ONLY allowed token)"
+    )
+    stage.advance(optional, VOCAB.index(b"s"))
+    assert optional.finished_reason == {"type": "stop", "matched": None}, (
+        f"(yes|no)s? after 'yess': only EOS may follow, so it stops with matched None; got {optional.finished_reason}"
     )
 
     wrong = make_req(number)

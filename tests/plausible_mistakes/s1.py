@@ -138,4 +138,23 @@ MUTATIONS = [
         'logits[i].masked_fill_(~row, float("-inf"))',
         'logits[i] += torch.where(row, 0.0, float("-inf")).to(logits.dtype)',
     ),
+    # (a stranger's mistakes, grader honesty round 8: each passed every test of the time)
+    (
+        "task1_4",
+        "the row never moved to the logits' device (on a GPU, masked_fill_ raises)",
+        "row = self.allowed_mask(req.grammar).to(logits.device)",
+        "row = self.allowed_mask(req.grammar)",
+    ),
+    (
+        "task1_4",
+        "the regex in the abort message written with repr() (its backslashes doubled)",
+        "of regex {shown_regex(req.grammar.fsm.regex)}",
+        "of regex {req.grammar.fsm.regex!r}",
+    ),
+    (
+        "task1_5",
+        "finished where the state accepts and allows at most two tokens, not EOS alone",
+        "elif g.fsm.is_complete(g.state):",
+        "elif index.is_final(g.state) and len(index.allowed_token_ids(g.state)) <= 2:",
+    ),
 ]
