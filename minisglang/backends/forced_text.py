@@ -23,29 +23,9 @@ import json
 import sys
 from typing import Any
 
+from ..constrained import structural_tag_format as tag
 from ..constrained.gbnf_regex import Element, GrammarNotRegular, parse_rules
 from ..constrained.json_pointer import resolve_pointer
-from ..constrained.structural_tag_format import (
-    AnyTextFormat,
-    AnyTokensFormat,
-    ConstStringFormat,
-    DispatchFormat,
-    ExcludeTokenFormat,
-    Format,
-    GrammarFormat,
-    JSONSchemaFormat,
-    OptionalFormat,
-    OrFormat,
-    PlusFormat,
-    RegexFormat,
-    RepeatFormat,
-    SequenceFormat,
-    StarFormat,
-    TagFormat,
-    TagsWithSeparatorFormat,
-    TokenFormat,
-    TriggeredTagsFormat,
-)
 from .ignored_keywords import IgnoredKeyword, find_ignored_keyword, parsed_pattern, recursive_ref, subschemas
 
 try:  # the items of Python's own regex parser (`parsed_pattern`)
@@ -148,35 +128,35 @@ def gbnf_bound(text: str) -> int:
         return UNBOUNDED
 
 
-def format_bound(fmt: Format) -> int:
+def format_bound(fmt: tag.Format) -> int:
     """A bound on the characters a v2 structural tag's format (structural_tag_format.py) can
     force in a row: its parts' bounds added up, a `repeat` times its minimum, an alternation
     (`or`, a tag among tags) by its longest; free text (`any_text`) and tokens force none."""
-    if isinstance(fmt, ConstStringFormat):
+    if isinstance(fmt, tag.ConstStringFormat):
         return len(fmt.value)
-    if isinstance(fmt, JSONSchemaFormat):
+    if isinstance(fmt, tag.JSONSchemaFormat):
         return forced_text_bound(fmt.json_schema) if jumps_are_bounded(fmt.json_schema) else UNBOUNDED
-    if isinstance(fmt, RegexFormat):
+    if isinstance(fmt, tag.RegexFormat):
         return pattern_bound(fmt.pattern)
-    if isinstance(fmt, GrammarFormat):
+    if isinstance(fmt, tag.GrammarFormat):
         return gbnf_bound(fmt.grammar) if fmt.syntax == "ebnf" else UNBOUNDED
-    if isinstance(fmt, (AnyTextFormat, TokenFormat, ExcludeTokenFormat, AnyTokensFormat)):
+    if isinstance(fmt, (tag.AnyTextFormat, tag.TokenFormat, tag.ExcludeTokenFormat, tag.AnyTokensFormat)):
         return 0
-    if isinstance(fmt, SequenceFormat):
+    if isinstance(fmt, tag.SequenceFormat):
         return _capped(sum(format_bound(e) for e in fmt.elements))
-    if isinstance(fmt, OrFormat):
+    if isinstance(fmt, tag.OrFormat):
         return max(format_bound(e) for e in fmt.elements)
-    if isinstance(fmt, (OptionalFormat, PlusFormat, StarFormat)):
+    if isinstance(fmt, (tag.OptionalFormat, tag.PlusFormat, tag.StarFormat)):
         return format_bound(fmt.content)
-    if isinstance(fmt, RepeatFormat):
+    if isinstance(fmt, tag.RepeatFormat):
         return _capped(format_bound(fmt.content) * max(fmt.min, 1))
-    if isinstance(fmt, TagFormat):
+    if isinstance(fmt, tag.TagFormat):
         begin = len(fmt.begin) if isinstance(fmt.begin, str) else 0
         return _capped(begin + format_bound(fmt.content) + max(map(len, fmt.ends), default=0))
-    if isinstance(fmt, (TriggeredTagsFormat, TagsWithSeparatorFormat)):
-        separator = len(fmt.separator) if isinstance(fmt, TagsWithSeparatorFormat) else 0
+    if isinstance(fmt, (tag.TriggeredTagsFormat, tag.TagsWithSeparatorFormat)):
+        separator = len(fmt.separator) if isinstance(fmt, tag.TagsWithSeparatorFormat) else 0
         return _capped(max(format_bound(t) for t in fmt.tags) + separator)
-    if isinstance(fmt, DispatchFormat):
+    if isinstance(fmt, tag.DispatchFormat):
         return max(_capped(len(pattern) + format_bound(f)) for pattern, f in fmt.rules)
     return UNBOUNDED  # (a format this bound does not know: no jumps)
 
