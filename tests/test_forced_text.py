@@ -105,6 +105,11 @@ def test_xgrammar_finds_no_gbnf_grammar_forcing_more_than_its_bound(xgrammar, gr
     assert longest_forced_along_walks(xgrammar, "ebnf", grammar, seed) <= gbnf_bound(grammar), grammar
 
 
+def unevaluated_items(n: int, content: dict) -> dict:
+    """An array of exactly `n` items, each `content`, written through unevaluatedItems."""
+    return {"type": "array", "unevaluatedItems": content, "minItems": n, "maxItems": n}
+
+
 # Small JSON schemas: required properties, arrays with minItems, enums, consts, patterns.
 SCHEMA = st.recursive(
     st.one_of(
@@ -136,6 +141,11 @@ SCHEMA = st.recursive(
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(schema=SCHEMA, seed=st.integers(0, 1000))
 @example(schema={"type": "string", "pattern": "^(?:x|(?:cd){60})$"}, seed=1)  # (a shortest match of 1)
+# (a stranger's fuzzer: minItems filled from unevaluatedItems, a DEL xgrammar writes as \u007f,
+# a number in e-notation xgrammar writes digit by digit)
+@example(schema=unevaluated_items(30, unevaluated_items(30, {"const": "x" * 8})), seed=0)
+@example(schema={"const": "\x7f" * 50}, seed=0)
+@example(schema={"type": "number", "minimum": 1e308, "maximum": 1e308}, seed=0)
 def test_xgrammar_finds_no_schema_forcing_more_than_its_bound(xgrammar, schema, seed):
     text = json.dumps(schema)
     bound = forced_text_bound(xgrammar.enforced_schema(text))

@@ -20,6 +20,7 @@ nested `repeat`s, which held every client 7-20 s and then failed xgrammar's allo
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import Any
 
@@ -161,6 +162,22 @@ def format_bound(fmt: tag.Format) -> int:
     return UNBOUNDED  # (a format this bound does not know: no jumps)
 
 
+# The subschemas that write an array's items past its prefixItems: each as many times as its
+# minItems asks (xgrammar fills a minItems of 64 from `unevaluatedItems` too: three nested
+# such arrays forced 3.1 million characters from a 230-character schema, a stranger's fuzzer).
+_ITEMS = ("#/items", "#/unevaluatedItems")
+_EXPONENT = re.compile(r"[eE][+-]?(\d+)")
+
+
+def _written(node: Any) -> int:
+    """The characters `node`'s literals may take as xgrammar writes them: its JSON text, a DEL
+    six times over (xgrammar escapes it `\\u007f`; json.dumps does not), and a number in
+    e-notation with all its digits (`1e308` pinned by minimum and maximum is 309 digits). An
+    "e5" inside a string counts too: an over-count."""
+    text = json.dumps(node, ensure_ascii=False)
+    return len(text) + 5 * text.count("\x7f") + sum(min(int(e), 400) for e in _EXPONENT.findall(text))
+
+
 def forced_text_bound(schema: Any, extra: int = 0) -> int:
     """An upper bound on the characters an output of `schema` can be forced to hold (plus
     `extra`, a tag's begin and end): every forced character comes from the schema's own text
@@ -169,7 +186,7 @@ def forced_text_bound(schema: Any, extra: int = 0) -> int:
     `$ref`'s target where it stands. Over-counts freely (an optional key, a `"type"` counts
     too): it only decides whether jumps are worth their search, so a schema whose text alone
     passes JUMP_MAX_FORCED_CHARS is answered from its length."""
-    text = len(json.dumps(schema, ensure_ascii=False))
+    text = _written(schema)
     if text > JUMP_MAX_FORCED_CHARS:
         return text + extra
     if recursive_ref(schema) is not None:
@@ -178,7 +195,7 @@ def forced_text_bound(schema: Any, extra: int = 0) -> int:
 
     def bound(node: Any) -> tuple[int, int]:
         """(the bound for `node`, the length of its text)."""
-        written = len(json.dumps(node, ensure_ascii=False))  # its text, its subschemas' once
+        written = _written(node)  # its text, its subschemas' once
         total = written
         if not isinstance(node, dict):
             return total, written
@@ -192,7 +209,7 @@ def forced_text_bound(schema: Any, extra: int = 0) -> int:
             if at.startswith(("#/$defs/", "#/definitions/")):
                 total -= sub_written  # (written where a $ref names it)
             else:  # the subschema's text replaced by its bound, once per copy
-                total += _capped(sub_bound * (copies if at == "#/items" else 1)) - sub_written
+                total += _capped(sub_bound * (copies if at in _ITEMS else 1)) - sub_written
         ref = node.get("$ref")
         if isinstance(ref, str) and (ref == "#" or ref.startswith("#/")):
             if ref not in memo:
