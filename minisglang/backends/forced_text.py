@@ -136,7 +136,7 @@ def format_bound(fmt: tag.Format) -> int:
     if isinstance(fmt, tag.ConstStringFormat):
         return len(fmt.value)
     if isinstance(fmt, tag.JSONSchemaFormat):
-        return forced_text_bound(fmt.json_schema) if jumps_are_bounded(fmt.json_schema) else UNBOUNDED
+        return schema_bound(fmt.json_schema)
     if isinstance(fmt, tag.RegexFormat):
         return pattern_bound(fmt.pattern)
     if isinstance(fmt, tag.GrammarFormat):
@@ -220,11 +220,10 @@ def forced_text_bound(schema: Any, extra: int = 0) -> int:
     return _capped(bound(schema)[0] + extra)
 
 
-def jumps_are_bounded(schema: Any, extra: int = 0) -> bool:
-    """Whether xgrammar's jump-forward search stays small on this schema (`extra`: the
-    characters of a tag's begin and end): no minItems past JUMP_MAX_MIN_ITEMS, no recursive
-    `$ref`, and no more than JUMP_MAX_FORCED_CHARS characters it could find forced."""
-    return (
-        find_ignored_keyword(schema, (_LONG_FORCED_ARRAY,)) is None
-        and forced_text_bound(schema, extra) <= JUMP_MAX_FORCED_CHARS
-    )
+def schema_bound(schema: Any, extra: int = 0) -> int:
+    """`forced_text_bound`, or UNBOUNDED where an array's minItems passes JUMP_MAX_MIN_ITEMS
+    (the search's cost grows with the square of what it writes): what decides a schema's jumps
+    (`extra`: the characters of a tag's begin and end)."""
+    if find_ignored_keyword(schema, (_LONG_FORCED_ARRAY,)) is not None:
+        return UNBOUNDED
+    return forced_text_bound(schema, extra)

@@ -66,7 +66,7 @@ from .base import (
     GrammarError,
     register_backend,
 )
-from .forced_text import JUMP_MAX_FORCED_CHARS, format_bound, gbnf_bound, jumps_are_bounded, pattern_bound
+from .forced_text import JUMP_MAX_FORCED_CHARS, format_bound, gbnf_bound, pattern_bound, schema_bound
 from .ignored_keywords import (
     EMPTY_ARRAYS,
     INEXACT_INTEGERS,
@@ -720,7 +720,8 @@ class XGrammarBackend(BaseGrammarBackend):
                 enforced = self.enforced_schema(text)
                 enforced_text = json.dumps(enforced, ensure_ascii=False)
                 compiled = self._compiled("compile_json_schema", enforced_text, any_whitespace=False)
-                return XGrammarGrammar(compiled, self.stop_only_row, self.guard, jumps=jumps_are_bounded(enforced))
+                jumps = schema_bound(enforced) <= JUMP_MAX_FORCED_CHARS
+                return XGrammarGrammar(compiled, self.stop_only_row, self.guard, jumps=jumps)
             else:
                 compiled = self._compiled("compile_grammar", gbnf_for_xgrammar(text))
                 # (rules that double, `r1 ::= r0 r0` twenty times, forced 8 MB in 321 bytes)
@@ -783,7 +784,7 @@ class XGrammarBackend(BaseGrammarBackend):
             raise
         except Exception as e:  # (its error names no tag: a stranger's fuzzer read "Schema 'false' ...")
             raise self.structure_at_fault(spec, GrammarError(_clean_error(e))) from e
-        jumps = all(jumps_are_bounded(s.schema, len(s.begin) + len(s.end)) for s in spec.structures)
+        jumps = all(schema_bound(s.schema, len(s.begin) + len(s.end)) <= JUMP_MAX_FORCED_CHARS for s in spec.structures)
         return XGrammarGrammar(compiled, self.stop_only_row, self.guard, jumps=jumps)
 
     def compile_structural_tag_format(self, spec: StructuralTagFormat) -> XGrammarGrammar:
