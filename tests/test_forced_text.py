@@ -15,7 +15,7 @@ import random
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from test_backends import PAD, compiled
+from test_backends import PAD, compiled, mask_row
 
 import minisglang as sgl
 from minisglang.backends.base import InvalidGrammarObject, get_backend_class
@@ -26,7 +26,6 @@ from minisglang.backends.forced_text import (
     gbnf_bound,
     pattern_bound,
 )
-from minisglang.constrained.bitmask import unpack_bits
 from minisglang.constrained.structural_tag_parse import parse_any_structural_tag
 from minisglang.tokenizer import Tokenizer
 
@@ -56,9 +55,7 @@ def longest_forced_along_walks(backend, kind: str, text: str, seed: int, walks: 
             if g.matcher.is_terminated():
                 break
             longest = max(longest, len(g.matcher.find_jump_forward_string()))
-            mask = g.allocate_vocab_mask(width, 1)
-            g.fill_vocab_mask(mask, 0)
-            allowed = [t for t in unpack_bits(mask, width)[0].nonzero().flatten().tolist() if t != eos]
+            allowed = [t for t in mask_row(g, width).nonzero().flatten().tolist() if t != eos]
             if not allowed:
                 break
             g.accept_token(rng.choice(allowed))
