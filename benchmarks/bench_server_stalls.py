@@ -29,7 +29,9 @@ while an attacker sends one class of expensive requests at a time:
   ambiguous_ebnf_n64 (that grammar's 64 choices of one completion, each mask a few ms);
 * a stranger's classes (stop 70): null_object (16 choices of 3,000 required nulls: the
   libraries' forced-text searches, `--grammar-backend xgrammar` or `llguidance`) and
-  retracted_backlog (4 x n=32 of 400 tokens, three times the KV pool: no grammar).
+  retracted_backlog (4 x n=32 of 400 tokens, three times the KV pool: no grammar);
+* a stranger's classes (stop 71): doubling_ebnf and nested_repeats_tag (a few hundred bytes
+  that force megabytes: xgrammar's uncuttable jump search, `--grammar-backend xgrammar`).
 
 With `--hogs` it runs the hog cases instead, each on servers of its own (one at a time),
 the same load beside each server so the columns compare (the hogs in a process of their own:
@@ -295,6 +297,26 @@ def attacks() -> dict[str, list[tuple[str, dict]]]:
                 },
             )
         ],
+        # Short grammars that force megabytes: GBNF rules that double twenty times (321 bytes, 8 MB
+        # forced) and a v2 tag of three nested repeats of 1,000; xgrammar's jump search ran on
+        # them once per choice, 7-20 s for everyone (`--grammar-backend xgrammar`; a stranger's hunt)
+        "doubling_ebnf": [
+            (
+                "attacker",
+                {"model": "tiny-json-llama", "prompt": "Say:", "n": 4, "max_tokens": 50, "ebnf": doubling_ebnf(20)},
+            )
+        ],
+        "nested_repeats_tag": [
+            (
+                "attacker",
+                {
+                    "model": "tiny-json-llama",
+                    "prompt": "Say:",
+                    "max_tokens": 50,
+                    "response_format": {"type": "structural_tag", "format": nested_repeats(3, 1000)},
+                },
+            )
+        ],
         # four requests of 32 choices of 400 tokens (51k tokens against the pool's 16k): retracted
         # again and again, their kept room held a newcomer's request 45-60 s (a stranger's hunt)
         "retracted_backlog": [
@@ -321,6 +343,20 @@ def null_object(n: int) -> dict:
         "properties": {f"k{i}": {"type": "null"} for i in range(n)},
         "required": [f"k{i}" for i in range(n)],
     }
+
+
+def doubling_ebnf(k: int) -> str:
+    """GBNF whose rule `rK` is `rK-1` twice: 8 * 2**k forced characters from ~16 bytes a rule."""
+    rules = ['r0 ::= "abcdefgh"', *(f"r{i} ::= r{i - 1} r{i - 1}" for i in range(1, k + 1))]
+    return "\n".join([*rules, f"root ::= r{k}"])
+
+
+def nested_repeats(depth: int, times: int) -> dict:
+    """A v2 structural tag format: `depth` repeats of exactly `times`, around an 8-character const."""
+    fmt: dict = {"type": "const_string", "value": "abcdefgh"}
+    for _ in range(depth):
+        fmt = {"type": "repeat", "min": times, "max": times, "content": fmt}
+    return fmt
 
 
 # Classes whose last request waits this long more: until the slow ones are compiling.
