@@ -1,5 +1,6 @@
 """Stage s5: the grammar interface, the backend's cache, and our fsm backend behind it."""
 
+import json
 import re
 import threading
 import time
@@ -147,6 +148,33 @@ def test_in_flight_compiles_are_shared_and_json_keys_normalised(tokenizer):
     g2, _ = b.get_cached_or_future_value("regex", DATE)
     assert ready1 and g1 is not g2 and g1.fsm is g2.fsm  # fresh matcher, shared compile
     b.shutdown()
+
+
+def test_a_long_structural_tag_is_its_own_key_and_parsed_by_its_compile(tokenizer):
+    """A structural tag costs ~2-7x a schema's parse per byte, and the key is made on the
+    scheduler's thread: a tag past its kind's limit is keyed by its text (a 60 KiB v2 tag
+    took 30-60 ms there under load), a short one is still normalised, and both compile."""
+    values = [f"value-{i:05d}" for i in range(1200)]
+    tag = {"type": "structural_tag", "format": {"type": "or", "elements": []}}
+    tag["format"]["elements"] = [{"type": "const_string", "value": v} for v in values]
+    text = json.dumps(tag)
+    assert 16 * 1024 < len(text) < 64 * 1024  # under the schemas' limit, over the tags'
+    assert BaseGrammarBackend.parse_for_key("structural_tag", text) == (("structural_tag", text), None)
+    short = {"type": "structural_tag", "format": {"type": "const_string", "value": "yes"}}
+    spaced, compact = json.dumps(short, indent=2), json.dumps(short, separators=(",", ":"))
+    key, parsed = BaseGrammarBackend.parse_for_key("structural_tag", spaced)
+    assert parsed is not None and key == BaseGrammarBackend.parse_for_key("structural_tag", compact)[0]
+    b = FSMBackend(tokenizer, tokenizer.vocab_size, compile_in="thread")
+    try:
+        g = compiled(b, "structural_tag", text)
+        assert not isinstance(g, InvalidGrammarObject), g
+        for token in tokenizer.encode(values[777]):
+            g.accept_token(token)
+        mask = g.allocate_vocab_mask(tokenizer.vocab_size, 1)
+        g.fill_vocab_mask(mask, 0)
+        assert unpack_bits(mask[0], tokenizer.vocab_size).nonzero().flatten().tolist() == [tokenizer.eos_token_id]
+    finally:
+        b.shutdown()
 
 
 def test_failures_become_invalid_grammar_objects(backend):
