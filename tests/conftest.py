@@ -1,4 +1,5 @@
-"""Shared test fixtures: where the real tokenizers and the bundled model live."""
+"""Shared test fixtures: where the real tokenizers and the bundled model live, and the bundled
+model's tokenizer."""
 
 import gc
 import os
@@ -84,6 +85,16 @@ def one_torch_thread():
 @pytest.fixture(scope="session")
 def bundled_model_path() -> Path:
     return BUNDLED_MODEL_PATH
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    """The bundled model's tokenizer, the one grammar_backends.backends_fixture builds its backends
+    over (test_backends.py, test_<name>_backend.py, test_ignored_keywords.py). A module that
+    defines its own `tokenizer` fixture uses that one."""
+    from minisglang.tokenizer import Tokenizer
+
+    return Tokenizer.from_pretrained(minisglang.DEFAULT_MODEL_PATH)
 
 
 @pytest.fixture(scope="session")

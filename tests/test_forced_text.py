@@ -13,9 +13,9 @@ import json
 import random
 
 import pytest
+from grammar_backends import PAD, compiled, mask_row
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from test_backends import PAD, compiled, mask_row
 
 import minisglang as sgl
 from minisglang.backends.base import InvalidGrammarObject, get_backend_class

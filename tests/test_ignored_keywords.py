@@ -12,9 +12,7 @@ from decimal import Decimal
 
 import jsonschema
 import pytest
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
-from test_backends import (  # noqa: F401  (backends, tokenizer: test_backends' fixtures)
+from grammar_backends import (
     BACKENDS,
     INT,
     LIBRARIES,
@@ -23,14 +21,17 @@ from test_backends import (  # noqa: F401  (backends, tokenizer: test_backends' 
     S,
     _byte_token,
     accepts,
-    backends,
+    backends_fixture,
     compiled,
     mask_row,
-    tokenizer,
 )
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from minisglang.backends.base import InvalidGrammarObject
 from minisglang.backends.ignored_keywords import IgnoredKeywordError
+
+backends = backends_fixture(*BACKENDS)
 
 # ------------------------------------------------- never a weaker grammar (issue 30, item 8)
 # (backend, schema, the keyword the refusal names, where): each one a keyword its library

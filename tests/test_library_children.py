@@ -1,7 +1,7 @@
 """library_children.plain_regexes: xgrammar's printed grammar with its JSON-string regexes
 read as plain regexes and its `\\xHH` escapes as `\\u00HH`, and nothing else changed,
 whatever text a pattern, a literal or a class holds (the masks it gives are checked against
-the fsm backend's in test_backends)."""
+the fsm backend's in test_xgrammar_backend)."""
 
 from hypothesis import given, settings
 from hypothesis import strategies as st

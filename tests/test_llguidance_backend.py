@@ -1,0 +1,222 @@
+"""The llguidance backend (backends/llguidance_backend.py): the masks it can write into, the
+grammars it reads (Lark and GBNF told apart), forced text spelled by tokens whose bytes are
+the text (over a stranger's vocabularies too), and its parser's and lexer's limits named as
+limits. What every backend shares is in test_backends.py; the helpers in grammar_backends.py.
+"""
+
+import json
+
+import pytest
+import torch
+from grammar_backends import (
+    OUTLINES_ARITHMETIC,
+    PAD,
+    backends_fixture,
+    byte_level_tokenizer,
+    compiled,
+    mask_row,
+    matches_whole,
+)
+
+from minisglang.backends.base import GrammarError, InvalidGrammarObject, get_backend_class
+
+backends = backends_fixture("fsm", "llguidance")
+
+
+# ---------------------------------------------------------------- the grammars it reads
+def test_llguidance_refuses_a_mask_it_cannot_write_into(backends, tokenizer):
+    g = compiled(backends["llguidance"], "regex", r"[0-9]+")
+    with pytest.raises(ValueError, match="must be a contiguous int32 CPU tensor"):
+        g.fill_vocab_mask(torch.zeros((1, (tokenizer.vocab_size + PAD + 31) // 32), dtype=torch.int64), 0)
+
+
+def test_llguidance_names_a_grammar_nested_past_its_reader(backends):
+    """500 nested parentheses: the GBNF reader is recursive Python; the refusal says what is
+    wrong with the grammar, not Python's "maximum recursion depth" (a stranger's attack)."""
+    with pytest.raises(GrammarError) as refused:
+        backends["llguidance"].compile("ebnf", "root ::= " + "(" * 500 + '"a"' + ")" * 500)
+    assert "nests too deeply" in str(refused.value) and "recursion depth" not in str(refused.value)
+
+
+@pytest.mark.parametrize("start", ["?start", "!start", "  start"])
+def test_llguidance_reads_a_lark_grammar_whose_start_rule_is_marked(backends, tokenizer, start):
+    """A Lark grammar whose start rule is `?start:` (Outlines' arithmetic and JSON grammars)
+    or `!start:` is Lark: llguidance's own test looked for `start:` alone, handed the text to
+    its GBNF reader, and the request was refused with "Expected name at line 2"."""
+    text = OUTLINES_ARITHMETIC.replace("?start", start)
+    g = compiled(backends["llguidance"], "ebnf", text)
+    assert not isinstance(g, InvalidGrammarObject), g.message
+    for t in tokenizer.encode("(1+2)*-3", add_special_tokens=False):
+        g.accept_token(t)
+    row = mask_row(g, tokenizer.vocab_size + PAD)
+    assert row[tokenizer.encode("+", add_special_tokens=False)[0]]
+    assert not row[tokenizer.encode(")", add_special_tokens=False)[0]]  # no parenthesis is open
+
+
+def test_llguidance_reads_a_gbnf_rule_named_start_as_gbnf(backends, tokenizer):
+    """`start ::=` is a GBNF rule, not Lark's `start:`: the text went to llguidance's Lark
+    parser and was refused ("Expected token '_', found '='")."""
+    g = compiled(backends["llguidance"], "ebnf", 'root ::= start "!"\nstart ::= "go"')
+    assert not isinstance(g, InvalidGrammarObject), g.message
+    assert matches_whole(g, tokenizer, "go!")
+
+
+# ------------------------------------------------------------ a stranger's vocabularies
+def test_llguidance_spells_forced_text_with_tokens_that_spell_it(tmp_path):
+    """llguidance allows only the tokenization our encoder gives of forced text. With "{" a
+    special token on the vocabulary's own "{" piece, that encoder gave the special id for "{"
+    (it spells nothing): the mask of `\\{"a"\\}` allowed only that id, the matcher refused it,
+    and every request aborted; `{"` (the one token that writes "{") was forbidden. Forced
+    text is now spelled by tokens whose bytes are the text."""
+    tok = byte_level_tokenizer(tmp_path, [b'{"'], specials=("</s>", "{"))
+    brace = tok.hf.token_to_id("{")
+    assert tok.token_bytes[brace] is None and brace in tok.special_token_ids
+    width = tok.vocab_size + 3
+    backend = get_backend_class("llguidance")(tok, width, compile_in="thread")
+    try:
+        g = backend.compile("regex", r'\{"a"\}')
+        ids = []
+        while not g.is_terminated():
+            allowed = mask_row(g, width).nonzero().flatten().tolist()
+            assert brace not in allowed and all(tok.token_bytes[t] for t in allowed), allowed
+            ids.append(allowed[0])
+            g.accept_token(allowed[0])
+        assert tok.decode(ids) == '{"a"}'
+    finally:
+        backend.shutdown()
+
+
+def test_llguidance_tokenizes_a_long_forced_text_a_prefix_at_a_time(backends, tokenizer, monkeypatch):
+    """llguidance tokenizes all the forced text at every mask, in Python: 10,000 required null
+    properties (150k characters) took 0.2-0.27 s a mask, and 16 choices held every client 5-7
+    s (a stranger's stall hunt). Past FORCED_TEXT_CHARS only a prefix is tokenized (less its
+    last two tokens): the masks along a walk are the whole text's, and no call reads more."""
+    from minisglang.backends import llguidance_backend
+
+    n = 400  # (a forced object of ~5,500 characters, past FORCED_TEXT_CHARS)
+    schema = {
+        "type": "object",
+        "properties": {f"k{i}": {"type": "null"} for i in range(n)},
+        "required": [f"k{i}" for i in range(n)],
+    }
+    width = tokenizer.vocab_size + PAD
+    seen: list[int] = []
+    call = llguidance_backend._TokenizerSource.__call__
+
+    def counted(self, text):
+        seen.append(len(text))
+        return call(self, text)
+
+    monkeypatch.setattr(llguidance_backend._TokenizerSource, "__call__", counted)
+    walks = []
+    for limit in (llguidance_backend.FORCED_TEXT_CHARS, 10**9):
+        monkeypatch.setattr(llguidance_backend, "FORCED_TEXT_CHARS", limit)
+        backend = get_backend_class("llguidance")(tokenizer, width, compile_in="thread")
+        try:
+            g, rows = backend.compile("json_schema", json.dumps(schema)), []
+            for _ in range(40):
+                row = mask_row(g, width)
+                rows.append(row.nonzero().flatten().tolist())
+                g.accept_token(rows[-1][0])
+            walks.append(rows)
+        finally:
+            backend.shutdown()
+        if limit < 10**9:  # each call past the limit tokenizes its prefix only (the call right after it)
+            over = [i for i, k in enumerate(seen) if k > limit]
+            assert over and all(seen[i + 1] == limit for i in over), seen[:6]
+    assert walks[0] == walks[1]
+
+
+def test_llguidance_refuses_a_vocabulary_with_a_token_longer_than_its_trie_holds(tmp_path):
+    """A token of 1,025 bytes: llguidance's token trie asserted (a Rust panic, a BaseException
+    no `except Exception` catches, whose text names no token). The backend now refuses the
+    vocabulary by name; 1,024 bytes is still taken."""
+    from minisglang.backends.llguidance_backend import LLGUIDANCE_MAX_TOKEN_BYTES
+
+    tok = byte_level_tokenizer(tmp_path, [b"a" * LLGUIDANCE_MAX_TOKEN_BYTES, b"b" * (LLGUIDANCE_MAX_TOKEN_BYTES + 1)])
+    with pytest.raises(ValueError, match=r"token 257 is 1,025 bytes long.*'fsm'"):
+        get_backend_class("llguidance")(tok, tok.vocab_size, compile_in="thread")
+    (tmp_path / "fits").mkdir()
+    tok = byte_level_tokenizer(tmp_path / "fits", [b"a" * LLGUIDANCE_MAX_TOKEN_BYTES])
+    backend = get_backend_class("llguidance")(tok, tok.vocab_size, compile_in="thread")
+    try:
+        assert mask_row(backend.compile("regex", "a{1024}|b"), tok.vocab_size)[256]
+    finally:
+        backend.shutdown()
+
+
+def test_llguidance_spells_forced_text_that_the_tokenizer_would_normalize(tmp_path):
+    """A tokenizer with an NFKC normalizer encodes "，" (U+FF0C) as ","; llguidance took that as
+    the tokenization of the forced text "，x", allowed only "," and then refused it: every
+    request aborted. The forced text is spelled by its own bytes now (the same fix as for a
+    special "{" above)."""
+    from tokenizers import normalizers
+
+    tok = byte_level_tokenizer(tmp_path, [], normalizer=normalizers.NFKC())
+    backend = get_backend_class("llguidance")(tok, tok.vocab_size, compile_in="thread")
+    try:
+        g = backend.compile("regex", "\uff0cx")
+        ids = []
+        while not g.is_terminated():
+            allowed = mask_row(g, tok.vocab_size).nonzero().flatten().tolist()
+            assert allowed and all(tok.token_bytes[t] for t in allowed), allowed
+            ids.append(allowed[0])
+            g.accept_token(allowed[0])
+        assert tok.decode(ids) == "\uff0cx"
+    finally:
+        backend.shutdown()
+
+
+# --------------------------------------------------------------------------- its limits
+def test_llguidances_parser_limit_is_named_as_a_limit_not_as_an_empty_language(backends, tokenizer):
+    """An ambiguous grammar (a stranger's random GBNF) reaches llguidance's parser item limit
+    at its first mask: the abort says a limit was reached, not that the grammar allows no text
+    (it allows plenty)."""
+    from minisglang.backends.base import GrammarError
+
+    grammar = compiled(
+        backends["llguidance"],
+        "ebnf",
+        'root ::= r2* ([,x]+ ("bax" | [cb-c]) ("9"? | "^-9" | "]\\"")) "x -"\n'
+        'r2 ::= ([^\\nx -9]? ([^bb-艳]+ "-9 "? [x\\\\])*)+',
+    )
+    with pytest.raises(GrammarError, match=r"llguidance's parser reached a limit on this grammar here: .*limit 50000"):
+        mask_row(grammar, tokenizer.vocab_size + PAD)
+
+
+def test_llguidances_lexer_limit_is_named_as_a_limit_not_as_an_empty_language(backends, tokenizer):
+    """Free text with 100 excludes of 15 letters (a v2 structural tag) reaches llguidance's
+    limit on regex derivatives ("too many expressions constructed") after about 30 tokens of
+    text the fsm backend and xgrammar accept: the abort said "the grammar allows no text from
+    here" (found by helper stag_attack)."""
+    import random
+
+    from minisglang.backends.base import GrammarError
+
+    rnd = random.Random(0)
+    excludes = sorted({"".join(rnd.choice("ab") for _ in range(15)) for _ in range(200)})[:100]
+    spec = json.dumps({"type": "structural_tag", "format": {"type": "any_text", "excludes": excludes}})
+    rnd = random.Random(5)
+    text = "".join(rnd.choice("ab") for _ in range(400))
+    grammar, fsm = (
+        compiled(backends["llguidance"], "structural_tag", spec),
+        compiled(backends["fsm"], "structural_tag", spec),
+    )
+
+    def walk(grammar, fsm=None) -> int:
+        """How many tokens of `text` the grammar took before its limit."""
+        taken = 0
+        with pytest.raises(GrammarError, match=r"llguidance's parser reached a limit on this grammar here: .*too many"):
+            for t in tokenizer.encode(text)[:60]:
+                mask_row(grammar, tokenizer.vocab_size + PAD)
+                grammar.accept_token(t)
+                if fsm is not None:
+                    fsm.accept_token(t)  # (the text is in the language up to there)
+                taken += 1
+        return taken
+
+    first = walk(grammar, fsm)
+    # The copies of one compile share llguidance's lexer: after the limit every later request
+    # failed at its first token (a stranger's regex fuzzing). The cache now compiles it again.
+    assert grammar.is_spent()
+    assert walk(compiled(backends["llguidance"], "structural_tag", spec)) == first > 0
