@@ -5,13 +5,11 @@ backend's where a stranger's fuzzing found them to differ. What every backend sh
 test_backends.py; the helpers in grammar_backends.py.
 """
 
-import functools
 import json
 import re
 
 import jsonschema
 import pytest
-import test_backends
 import torch
 from grammar_backends import (
     OUTLINES_ARITHMETIC,
@@ -33,14 +31,6 @@ from minisglang.backends.base import GrammarError, InvalidGrammarObject, get_bac
 from minisglang.backends.forced_text import JUMP_MAX_FORCED_CHARS, forced_text_bound
 
 backends = backends_fixture("fsm", "xgrammar")
-
-
-# test_xgrammar_is_given_no_repeated_part_that_can_match_nothing runs test_backends' mask test
-# for xgrammar: that test is collected there, not a second time here (`__test__`).
-test_masks_match_the_fsm_backend_along_a_match = functools.partial(
-    test_backends.test_masks_match_the_fsm_backend_along_a_match
-)
-test_masks_match_the_fsm_backend_along_a_match.__test__ = False
 
 
 # ------------------------------------------------------ what the adapter hands xgrammar
@@ -72,7 +62,8 @@ def test_xgrammar_is_given_no_repeated_part_that_can_match_nothing(backends, tok
     assert repeats_a_nullable_part(regex) == repeats
     assert not repeats_a_nullable_part(xgrammar_regex(regex))
     text = next(t for t in ("abab!", "a!", "x", "xyabz", "ab", " , ,", "2024-12") if re.fullmatch(regex, t))
-    test_masks_match_the_fsm_backend_along_a_match(backends, tokenizer, "xgrammar", regex, text, True)
+    lib, fsm = compiled(backends["xgrammar"], "regex", regex), compiled(backends["fsm"], "regex", regex)
+    along_text_beside_the_fsm("xgrammar", lib, fsm, tokenizer, text)
     for schema, value in [
         ({"type": "string", "pattern": f"^(?:{regex})$"}, text),
         ({"type": "object", "patternProperties": {f"^(?:{regex})$": {"type": "integer"}}}, {text: 1}),

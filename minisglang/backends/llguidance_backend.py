@@ -207,7 +207,7 @@ _NEGATED_SHORTHAND = (
 )
 _MISQUOTED = "with a character class that holds U+0000-U+001F but not both '\"' and '\\' (it allows every escape)"
 # Keywords llguidance compiles but gets wrong in these cases (found by random walks over its
-# masks, tests/test_backends.py): the schema is refused, naming the keyword.
+# masks, tests/test_ignored_keywords.py): the schema is refused, naming the keyword.
 
 
 IGNORED = (

@@ -96,7 +96,7 @@ if TYPE_CHECKING:  # pragma: no cover
 MAX_ROLLBACK = 1024  # states a Guide remembers for `rollback`
 
 # Keywords outlines-core 0.2 accepts but does not enforce (found by running the
-# JSON-Schema-Test-Suite through this adapter, each checked alone in tests/test_backends.py).
+# JSON-Schema-Test-Suite through this adapter, each checked alone in tests/test_ignored_keywords.py).
 _ALWAYS_IGNORED = (
     "minimum",
     "maximum",
