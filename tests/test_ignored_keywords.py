@@ -333,6 +333,67 @@ def test_a_pydantic_tagged_union_is_served_by_xgrammar_and_an_untagged_one_refus
     assert "#/properties/pet" in g.message
 
 
+_VALUES = st.sampled_from([0, 1, 1.0, True, "a", "b", None, [1], [1.0], {"k": 1}])
+_BRANCH = st.one_of(
+    st.builds(lambda v: {"const": v}, _VALUES),
+    st.builds(lambda vs: {"enum": vs}, st.lists(_VALUES, max_size=3)),
+    st.builds(lambda t: {"type": t}, st.sampled_from(["string", "integer", "number", "object", ["null", "string"]])),
+    st.builds(
+        lambda tag, other: {
+            "type": "object",
+            "properties": {"kind": {"const": tag}, "x": other},
+            "required": ["kind", "x"],
+        },
+        _VALUES,
+        st.one_of(st.builds(lambda v: {"const": v}, _VALUES), st.just({"type": "integer"})),
+    ),
+    st.just({"type": "object"}),
+    st.booleans(),
+)
+
+
+def _pairwise_overlap(branches: list) -> bool:
+    """The oracle: two branches that `_disjoint` cannot tell apart, every pair compared."""
+    from minisglang.backends.ignored_keywords import _Branch, _disjoint
+
+    read = [_Branch.of(b) for b in branches]
+    return any(not _disjoint(a, b) for i, a in enumerate(read) for b in read[i + 1 :])
+
+
+@settings(max_examples=300, deadline=None)
+@given(branches=st.lists(_BRANCH, max_size=10))
+def test_one_ofs_branches_overlap_exactly_where_a_pairwise_comparison_says(branches):
+    """`overlapping_branches` compares only branches that share a value or a tag value (an
+    index, not every pair): the answer is every pair's."""
+    from minisglang.backends.ignored_keywords import overlapping_branches
+
+    assert overlapping_branches({"oneOf": branches}) == _pairwise_overlap(branches)
+
+
+def test_a_big_one_of_is_judged_without_comparing_every_pair(monkeypatch):
+    """A stranger's `oneOf` of 20,000 consts kept a compile thread for 50 minutes, past its
+    request's timeout and beyond cancel (every pair compared, a JSON dump per branch per
+    pair): consts and tagged unions are now judged by an index of their values, and a big
+    oneOf nothing tells apart is refused without comparing its branches."""
+    from minisglang.backends import ignored_keywords as ik
+
+    compared = []
+    real = ik._disjoint
+    monkeypatch.setattr(ik, "_disjoint", lambda a, b: compared.append(1) or real(a, b))
+    consts = [{"const": i} for i in range(20_000)]
+    assert not ik.overlapping_branches({"oneOf": consts}) and not compared
+    assert ik.overlapping_branches({"oneOf": [*consts, {"const": 7.0}]}) and len(compared) == 1
+    compared.clear()
+    tagged = [
+        {"type": "object", "properties": {"kind": {"const": f"k{i}"}}, "required": ["kind"]} for i in range(5_000)
+    ]
+    assert not ik.overlapping_branches({"oneOf": tagged}) and not compared
+    untold = [{"type": "object", "properties": {f"p{i}": INT}, "required": [f"p{i}"]} for i in range(300)]
+    assert ik.overlapping_branches({"oneOf": untold}) and not compared
+    assert _pairwise_overlap(untold[:2])  # (they do overlap: {"p0": 1, "p1": 1} is both)
+    assert f"more than {ik.MAX_COMPARED_BRANCHES}" in ik.ONE_OF_OVERLAP
+
+
 @pytest.mark.parametrize("name", BACKENDS)
 @pytest.mark.parametrize("schema", [{**S, "minLength": 1, "maxLength": 4}, S, {**S, "pattern": "^.{2}$"}])
 def test_no_backend_lets_a_string_hold_a_surrogate(backends, tokenizer, name, schema):

@@ -28,6 +28,7 @@ from ..constrained.python_regex import nullable
 from ..constrained.regex_dfa import RegexError
 from ..constrained.regex_search import searches
 from ..constrained.structural_tag import TriggerPrefixes
+from ..constrained.work_slices import checkpoint
 from .base import GrammarError
 
 try:  # Python's own regex parser, to read a `pattern` as jsonschema's `re` does
@@ -105,6 +106,7 @@ def rewrite_subschemas(schema: Any, rewrite: Callable[[SchemaObject, str], Schem
     `rewrite(its copy, its JSON pointer)`; `schema` itself is left as it was."""
     if not isinstance(schema, dict):
         return schema
+    checkpoint()
     out = dict(schema)
     for key, value in schema.items():
         where = json_pointer(pointer, key)
@@ -129,6 +131,7 @@ def find_ignored_keyword(
     a subschema with its `oneOf` branches' local `$ref`s followed (`branches_followed`)."""
     if not isinstance(schema, dict):
         return None
+    checkpoint()  # (a compile thread's timeout and cancel stop here)
     root = schema if root is None else root
     view = branches_followed(schema, root)
     for rule in ignored:
@@ -460,48 +463,101 @@ def _numbers_as_floats(value: Any) -> Any:
     return value
 
 
-def _branch_values(branch: Any) -> set[str] | None:
+def _branch_values(branch: Any) -> frozenset[str] | None:
     """The keys of the only values `branch` allows (its const or enum), or None."""
     if not isinstance(branch, dict):
         return None
     if "const" in branch:
-        return {_value_key(branch["const"])}
+        return frozenset([_value_key(branch["const"])])
     if isinstance(branch.get("enum"), list):
-        return {_value_key(v) for v in branch["enum"]}
+        return frozenset(_value_key(v) for v in branch["enum"])
     return None
 
 
-def _branch_types(branch: Any) -> set[str] | None:
+def _branch_types(branch: Any) -> frozenset[str] | None:
     """The JSON types `branch` allows (from `type`; an integer is a number), or None."""
     if not isinstance(branch, dict) or "type" not in branch:
         return None
     types = {branch["type"]} if isinstance(branch["type"], str) else set(branch["type"])
-    return types | {"number"} if "integer" in types else types
+    return frozenset(types | {"number"} if "integer" in types else types)
 
 
-def _disjoint(a: Any, b: Any) -> bool:
+@dataclass(frozen=True)
+class _Branch:
+    """What `_disjoint` reads of one `oneOf` branch, computed once per branch: its types,
+    its values, and the values of each required property that has a const or enum (a tag)."""
+
+    types: frozenset[str] | None
+    values: frozenset[str] | None
+    tags: dict[str, frozenset[str]]
+
+    @staticmethod
+    def of(branch: Any) -> _Branch:
+        tags: dict[str, frozenset[str]] = {}
+        if isinstance(branch, dict) and isinstance(branch.get("properties"), dict):
+            for name in branch.get("required") or []:
+                values = _branch_values(branch["properties"].get(name)) if isinstance(name, str) else None
+                if values is not None:
+                    tags[name] = values
+        return _Branch(_branch_types(branch), _branch_values(branch), tags)
+
+
+def _disjoint(a: _Branch, b: _Branch) -> bool:
     """True if no value can satisfy both branches, by their types, their values, or a
     required property whose values differ (a tagged union: {"kind": {"const": "a"}})."""
-    ta, tb = _branch_types(a), _branch_types(b)
-    if ta is not None and tb is not None and not ta & tb:
+    if a.types is not None and b.types is not None and not a.types & b.types:
         return True
-    va, vb = _branch_values(a), _branch_values(b)
-    if va is not None and vb is not None and not va & vb:
+    if a.values is not None and b.values is not None and not a.values & b.values:
         return True
-    if not (isinstance(a, dict) and isinstance(b, dict)):
-        return False
-    for name in set(a.get("required") or []) & set(b.get("required") or []):
-        pa, pb = (s.get("properties", {}).get(name) if isinstance(s.get("properties"), dict) else None for s in (a, b))
-        va, vb = _branch_values(pa), _branch_values(pb)
-        if va is not None and vb is not None and not va & vb:
+    return any(not a.tags[name] & b.tags[name] for name in a.tags.keys() & b.tags.keys())
+
+
+# A `oneOf` of more branches than this whose values or tags do not tell them apart is not
+# compared pair by pair (it is taken as overlapping, so refused): a stranger's 3,000 consts
+# took 30 s of a compile thread, 20,000 would have taken 50 minutes.
+MAX_COMPARED_BRANCHES = 256
+# How the adapters' rule for `oneOf` reads ("does not enforce 'oneOf' ...").
+ONE_OF_OVERLAP = (
+    f"with branches that may overlap, or more than {MAX_COMPARED_BRANCHES} that no value or required "
+    "const tells apart (it checks 'anyOf' instead)"
+)
+
+
+def overlapping_branches(schema: SchemaObject) -> bool:
+    """`oneOf` has two branches we cannot show disjoint: "exactly one" is then not "any".
+
+    Linear where the branches' values or one tag set them apart (consts, enums, a tagged
+    union): only branches sharing a value or a tag value can overlap, found by an index of
+    them. Else pair by pair, up to MAX_COMPARED_BRANCHES branches."""
+    branches = [_Branch.of(b) for b in (schema["oneOf"] if isinstance(schema["oneOf"], list) else [])]
+    checkpoint()
+    tags = set.intersection(*(set(b.tags) for b in branches)) if branches else set()
+    separators: list[list[frozenset[str] | None]] = [[b.values for b in branches]]
+    separators += [[b.tags[name] for b in branches] for name in sorted(tags)]
+    for keys in separators:
+        if all(k is not None for k in keys):
+            for n, (i, j) in enumerate(_sharing(keys)):
+                if n > MAX_COMPARED_BRANCHES**2 // 2 or not _disjoint(branches[i], branches[j]):
+                    return True
+            return False
+    if len(branches) > MAX_COMPARED_BRANCHES:
+        return True
+    for i, a in enumerate(branches):
+        checkpoint()
+        if any(not _disjoint(a, b) for b in branches[i + 1 :]):
             return True
     return False
 
 
-def overlapping_branches(schema: SchemaObject) -> bool:
-    """`oneOf` has two branches we cannot show disjoint: "exactly one" is then not "any"."""
-    branches = schema["oneOf"] if isinstance(schema["oneOf"], list) else []
-    return any(not _disjoint(a, b) for i, a in enumerate(branches) for b in branches[i + 1 :])
+def _sharing(keys: Sequence[frozenset[str] | None]) -> Iterator[tuple[int, int]]:
+    """The pairs (i, j), i < j, whose key sets share a key (each pair once, or more)."""
+    holders: dict[str, list[int]] = {}
+    for i, own in enumerate(keys):
+        for key in own or ():
+            for j in holders.setdefault(key, []):
+                checkpoint()
+                yield j, i
+            holders[key].append(i)
 
 
 def refuse_ignored_keywords(schema: Any, ignored: tuple[IgnoredKeyword, ...], library: str, backend: str) -> None:

@@ -74,6 +74,7 @@ from .base import (
 from .ignored_keywords import (
     ANNOTATIONS,
     EMPTY_ARRAYS,
+    ONE_OF_OVERLAP,
     IgnoredKeyword,
     SchemaObject,
     as_object_schema,
@@ -151,7 +152,7 @@ IGNORED = (
     IgnoredKeyword("$id", "inside a subschema (a new base for its '$ref's)", below_root=True),
     IgnoredKeyword("pattern", "beside 'minLength' or 'maxLength'", beside("minLength", "maxLength")),
     IgnoredKeyword("required", "for a property 'properties' does not list", requires_unlisted),
-    IgnoredKeyword("oneOf", "with branches that may overlap (it checks 'anyOf' instead)", overlapping_branches),
+    IgnoredKeyword("oneOf", ONE_OF_OVERLAP, overlapping_branches),
     IgnoredKeyword("enum", "beside keywords other than 'type', or with values of another type", values_outside_type),
     IgnoredKeyword("const", "beside keywords other than 'type', or of another type", values_outside_type),
     IgnoredKeyword("$ref", "beside other keywords", beside_validation("$ref")),
