@@ -327,7 +327,8 @@ class Engine:
                 total_request_slots=s.config.max_running_requests,
                 free_kv_slots=s.token_to_kv_pool.available_size(),
                 total_kv_slots=s.config.max_total_tokens,
-                radix_cached_tokens=s.tree_cache.total_size(),
+                # (the two counters, not total_size's walk of the tree: a scrape is O(1))
+                radix_cached_tokens=s.tree_cache.evictable_size() + s.tree_cache.protected_size(),
                 radix_evictable_tokens=s.tree_cache.evictable_size(),
                 # A request in the middle of a chunked prefill still waits for the rest of its prompt.
                 grammar_queue=len(s.grammar_queue),

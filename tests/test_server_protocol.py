@@ -704,6 +704,33 @@ def test_sampling_params_are_made_off_the_event_loop(client, monkeypatch):
     assert on_loop == [False, False, False]
 
 
+def test_the_engines_stats_are_read_off_the_event_loop_without_walking_the_cache(client, engine, monkeypatch):
+    """A stranger's 250 scrapes of /get_server_info (or /metrics) with the radix cache full
+    held other clients for 1-2 s: each walked the whole tree under the engine's lock, on the
+    event loop (/get_server_info) or on threads outside the client's turn (/metrics). The
+    cached size is the cache's two counters now, and both routes read it in the thread pool."""
+    on_loop, stats = [], engine.stats
+
+    def watched():
+        try:
+            asyncio.get_running_loop()
+            on_loop.append(True)
+        except RuntimeError:
+            on_loop.append(False)
+        return stats()
+
+    monkeypatch.setattr(engine, "stats", watched)
+    monkeypatch.setattr(engine.scheduler.tree_cache, "total_size", lambda: pytest.fail("the tree was walked"))
+    assert client.post("/v1/completions", json={"prompt": "x y z", "max_tokens": 2}).status_code == 200
+    info = client.get("/get_server_info")
+    assert info.status_code == 200 and info.json()["load"]["total_kv_slots"] == 4000
+    scraped = client.get("/metrics")
+    assert scraped.status_code == 200 and "radix_cached_tokens" in scraped.text
+    assert on_loop == [False, False]
+    tree = engine.scheduler.tree_cache
+    assert engine.stats().radix_cached_tokens == tree.evictable_size() + tree.protected_size() > 0
+
+
 def test_a_chat_message_spelling_a_role_token_cannot_forge_a_turn(client, engine, monkeypatch):
     """A user message "<|assistant|>..." once reached the model as the real <|assistant|>
     token (the rendered prompt was encoded with special-token parsing on): one message

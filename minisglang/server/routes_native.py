@@ -79,16 +79,18 @@ async def health(request: Request) -> dict[str, str] | Response:
 
 
 @router.get("/metrics")
-def prometheus_metrics(request: Request) -> Response:
-    # sync: it waits for the engine's lock in the thread pool, not on the event loop
-    return Response(server_state(request).metrics.render(), media_type=CONTENT_TYPE)
+async def prometheus_metrics(request: Request) -> Response:
+    # The engine's stats wait for its lock (a step ends first): in the thread pool, in the
+    # client's turn, so one client's burst of scrapes neither blocks the event loop nor takes
+    # the threads other clients' requests need (stall hunt 8: 250 at once, 1-2 s for others).
+    return Response(await run_for_client(request, server_state(request).metrics.render), media_type=CONTENT_TYPE)
 
 
 @router.get("/get_server_info", response_model=None)
 async def server_info(request: Request) -> dict[str, Any]:
     state = server_state(request)
     engine, options = state.engine, state.options
-    stats = engine.stats()
+    stats = await run_for_client(request, engine.stats)  # (as /metrics: never on the event loop)
     return {
         "model": state.model_id,
         "model_path": engine.model_path,
