@@ -4,11 +4,12 @@ and its index is built in a kept child, stopped at compile_timeout and counted i
 every backend shares is in test_backends.py; the helpers in grammar_backends.py.
 """
 
+import json
 import multiprocessing
 import re
 
 import pytest
-from grammar_backends import DROPS_MOVES, PAD, _byte_token, backends_fixture, compiled, drops_moves
+from grammar_backends import DROPS_MOVES, PAD, _byte_token, accepts, backends_fixture, compiled, drops_moves
 
 from minisglang.backends.base import InvalidGrammarObject, get_backend_class
 from minisglang.backends.outlines_backend import OutlinesGrammar
@@ -111,3 +112,51 @@ def test_an_outlines_index_counts_its_bytes_and_one_bigger_than_the_cache_is_ref
         assert "more than the whole grammar cache may hold" in big.message and "grammar_cache_bytes" in big.message
     finally:
         backend.shutdown()
+
+
+# ------------------------------------------------------------------ a schema's regex
+def optional_levels(n: int, levels: int = 4) -> dict:
+    """A stranger's schema: objects of n optional properties, each level a `$ref` to the next.
+    outlines-core writes each such object as ~n alternatives that list the rest, so its regex
+    grows like n^levels (n=16: 90 million characters from 2.4 KB; n=28 ended the server)."""
+    defs: dict = {f"L{levels}": {"type": "integer"}}
+    for level in range(levels - 1, -1, -1):
+        defs[f"L{level}"] = {
+            "type": "object",
+            "properties": {f"p{i}": {"$ref": f"#/$defs/L{level + 1}"} for i in range(n)},
+        }
+    return {"$defs": defs, "$ref": "#/$defs/L0"}
+
+
+def test_a_schemas_regex_is_written_in_the_child_and_refused_past_max_regex_chars(backends, monkeypatch):
+    """outlines-core wrote a schema's regex on the compile thread, in the server's process,
+    with no bound: seconds of GIL for 300 million characters, and a 3.8 KB schema ended the
+    server. It is written in the kept child now, and one longer than max_regex_chars is
+    refused by its length; the server process never calls the writer."""
+    import outlines_core.json_schema
+
+    monkeypatch.setattr(outlines_core.json_schema, "build_regex_from_schema", lambda *a: pytest.fail("written here"))
+    g = compiled(backends["outlines"], "json_schema", json.dumps(optional_levels(10)))
+    assert isinstance(g, InvalidGrammarObject)
+    assert re.search(
+        r"outlines-core's regex of this JSON schema of [\d,]+ characters is longer than the limit of 100,000 \(option max_regex_chars\)",
+        g.message,
+    ), g.message
+    fine = compiled(backends["outlines"], "json_schema", json.dumps(optional_levels(2, levels=2)))
+    assert not isinstance(fine, InvalidGrammarObject), fine.message
+
+
+def test_a_ref_chain_deeper_than_outlines_cores_default_is_followed_to_its_end(backends, tokenizer):
+    """outlines-core follows `$ref`s 3 deep by default and writes `{}` below: four required
+    levels came out as three, `{"a": {"a": {"a": {}}}}`, which the schema rejects. The
+    adapter refuses recursive `$ref`s, so it can ask for every chain's whole depth."""
+    defs: dict = {"L4": {"type": "integer"}}
+    for level in range(3, -1, -1):
+        defs[f"L{level}"] = {
+            "type": "object",
+            "properties": {"a": {"$ref": f"#/$defs/L{level + 1}"}},
+            "required": ["a"],
+        }
+    schema = json.dumps({"$defs": defs, "$ref": "#/$defs/L0"})
+    assert accepts(backends["outlines"], tokenizer, schema, '{"a": {"a": {"a": {"a": 7}}}}', "json_schema")
+    assert not accepts(backends["outlines"], tokenizer, schema, '{"a": {"a": {"a": {}}}}', "json_schema")

@@ -33,7 +33,10 @@ What this adapter adds:
   builds it here): its DFA grows exponentially on some short regexes (`[a-z]{1,300}x[a-z]{1,300}`:
   29 s), a thread cannot be stopped, and two such compiles held both compile threads, so every
   other client's grammar waited and timed out. The child is killed at `compile_timeout` or when
-  the compile's requests leave, and its memory is bounded by `compile_memory_bytes`.
+  the compile's requests leave, and its memory is bounded by `compile_memory_bytes`. A
+  schema's regex is written there too, and refused past `max_regex_chars`: 3.8 KB of
+  optional properties four `$ref`s deep wrote ~1.8 billion characters, which ended the
+  server when it was written in the server's own process.
 
 Know also: outlines-core 0.2 builds no move from an accepting state into a non-accepting
 one (after "1" in `1(x1)*` no "x"; after "12" in `[0-9]+(\.[0-9]+)?` no lone "."). Its
@@ -50,7 +53,6 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from outlines_core import Guide, Index, Vocabulary
-from outlines_core.json_schema import build_regex_from_schema
 
 from ..constrained import library_children
 from ..constrained.json_schema import InvalidSchemaError, UnsupportedSchemaError, load_schema
@@ -62,7 +64,7 @@ from ..constrained.lazy_token_fsm import compile_lazy_token_fsm, prepare_vocabul
 from ..constrained.python_regex import portable_regex
 from ..constrained.regex_ast import NOTHING, render
 from ..constrained.regex_dfa import RegexError, shown_regex
-from ..constrained.token_fsm import ConstraintError
+from ..constrained.token_fsm import ConstraintError, check_regex_length
 from ..constrained.work_slices import checkpoint
 from .base import (
     CHILD_OPTIONS,
@@ -332,12 +334,15 @@ def _regex_problem(regex: str, library_message: str) -> str:
 # An index bigger than this is refused when the grammar cache has no byte bound of its own:
 # a stranger's `.{0,5000}z{k}` indexes were 330 MB pickled, 0.8 s of GIL to read back each.
 MAX_INDEX_BYTES = 256 << 20
+# The longest regex of a schema taken when the engine sets no max_regex_chars (its default).
+MAX_SCHEMA_REGEX_CHARS = 100_000
 
 
 @register_backend("outlines")
 class OutlinesBackend(BaseGrammarBackend):
     kinds = frozenset({"regex", "json_schema"})
-    own_options = CHILD_OPTIONS | {"json_whitespace"}  # (outlines-core's schema-to-regex takes it)
+    # (outlines-core's schema-to-regex takes the whitespace; the regex it writes is bounded)
+    own_options = CHILD_OPTIONS | {"json_whitespace", "max_regex_chars"}
 
     def __init__(self, tokenizer: Tokenizer, vocab_size: int, **kwargs: Any):
         super().__init__(tokenizer, vocab_size, **kwargs)
@@ -370,9 +375,8 @@ class OutlinesBackend(BaseGrammarBackend):
                 raise ignored_keyword_error(RECURSION, looped, "outlines-core", "outlines")
             for step in (_any_value_typed, format_as_pattern, _pattern_as_json_text):
                 schema = rewrite_subschemas(schema, step)
-            text = json.dumps(schema, ensure_ascii=False)
             try:
-                regex = build_regex_from_schema(text, self.options.get("json_whitespace"))
+                regex = self._schema_regex(json.dumps(schema, ensure_ascii=False))
             except ValueError as e:
                 raise GrammarError(f"cannot turn the JSON schema into a regex: {e}") from e
         else:
@@ -398,6 +402,26 @@ class OutlinesBackend(BaseGrammarBackend):
                 f"{narrowed}; the 'outlines' backend refuses it rather than stop early: use the 'fsm' backend"
             )
         return OutlinesGrammar(OutlinesIndex(index, self.tokenizer.eos_token_id, len(data)))
+
+    def _schema_regex(self, text: str) -> str:
+        """outlines-core's regex of the JSON schema `text`, written in a kept child unless the
+        backend compiles on threads (a small schema can write billions of characters: see
+        library_children.outlines_schema_regex), refused past the option max_regex_chars
+        (a longer one took our narrowing check 10-40 s: past compile_timeout anyway)."""
+        limit = self.options.get("max_regex_chars", MAX_SCHEMA_REGEX_CHARS)
+        whitespace = self.options.get("json_whitespace")
+        if self.children is None:
+            length, regex = library_children.outlines_schema_regex(text, whitespace, None)
+        else:
+            written: tuple[int, str] = self.children.call(
+                library_children.outlines_schema_regex,
+                (text, whitespace, limit),
+                timeout=self.compile_timeout,
+                what="outlines-core's regex of the JSON schema",
+            )
+            length, regex = written
+        check_regex_length(length, limit, "outlines-core's regex of this JSON schema")
+        return regex
 
     def _index(self, regex: str) -> tuple[Index | None, bytes]:
         """outlines-core's Index of `regex` over our vocabulary, built in a kept child process

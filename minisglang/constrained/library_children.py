@@ -30,6 +30,23 @@ def outlines_setup(eos_token_id: int, ids_by_bytes: dict[bytes, list[int]]) -> N
     _LIBRARY["outlines"] = Vocabulary(eos_token_id, ids_by_bytes)
 
 
+def outlines_schema_regex(schema_text: str, whitespace: str | None, max_chars: int | None) -> tuple[int, str]:
+    """outlines-core's regex of a JSON schema and its length, with "" for the regex when it
+    is longer than `max_chars` (the parent refuses it): a stranger's 3.8 KB schema of
+    optional properties four `$ref`s deep wrote a regex of ~1.8 billion characters, whose
+    building in the server's own process held its GIL for seconds and then ended it.
+
+    outlines-core follows `$ref`s at most `max_recursion_depth` (3) deep and writes `{}`
+    below (a non-recursive chain of four required objects came out as three, and an invalid
+    output): the backend refuses recursive `$ref`s, so every chain is at most as long as the
+    schema has `$ref`s, and that is the depth it is given."""
+    from outlines_core.json_schema import build_regex_from_schema
+
+    depth = max(3, schema_text.count('"$ref"') + 1)
+    regex = build_regex_from_schema(schema_text, whitespace, depth)
+    return len(regex), regex if max_chars is None or len(regex) <= max_chars else ""
+
+
 def outlines_index(regex: str) -> bytes:
     """outlines-core's `Index` of `regex` over the child's vocabulary, pickled (the parent
     reads its size before it reads it back)."""
