@@ -252,6 +252,7 @@ def test_a_compile_timeout_is_the_grammar_and_one_that_waited_behind_others_is_b
     assert "took longer than 0.5 s" in first.finished_reason["message"]
     assert second.finished_reason["kind"] == AbortKind.BUSY, second.finished_reason
     assert second.finished_reason["retry_after"] >= 1 and "too busy" in second.finished_reason["message"]
+    assert "behind other clients' compiles" in second.finished_reason["message"]  # (no client: not its own)
 
 
 def test_finish_refuses_an_abort_without_a_kind_and_a_stop_with_one():

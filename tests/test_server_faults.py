@@ -703,3 +703,6 @@ def test_compiles_take_turns_by_client_and_one_that_waited_behind_others_is_a_50
     assert first.status_code == 400 and "took longer than 2 s" in first.text, first.text
     assert second.status_code == 503 and second.headers.get("retry-after") == "1", (second.status_code, second.text)
     assert "too busy" in second.json()["error"]["message"]
+    # (a stranger's next grammar, behind its own runaway compile, was told to retry later:
+    # it never helped; the message says whose compiles it waited for)
+    assert "behind this client's own earlier compiles" in second.json()["error"]["message"], second.text

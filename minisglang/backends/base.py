@@ -530,6 +530,11 @@ class BaseGrammarBackend:
         job = self.jobs.get(future)
         return 0.0 if job is None else job.queued_seconds()
 
+    def held_by_own_compiles(self, future: Future[BaseGrammarObject]) -> bool:
+        """Whether the compile behind `future` waits for its own client's running compiles."""
+        job = self.jobs.get(future)
+        return job is not None and self.pool.held_by_own(job)
+
     def cancel(self, future: Future[BaseGrammarObject]) -> None:
         """Stop the compile behind `future` (its requests gave up on it) and forget it: it
         never becomes a cache entry, and what it built is freed."""

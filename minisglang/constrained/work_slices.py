@@ -297,6 +297,12 @@ class FairCompilePool:
             self._cond.notify()
         return future, job
 
+    def held_by_own(self, job: CompileJob) -> bool:
+        """Whether `job` waits while its own client runs as many compiles as a client may
+        (its turn comes when one of them ends, whatever other clients do)."""
+        with self._cond:
+            return bool(job.client) and job.started is None and self._running[job.client] >= self.per_client
+
     def _add_thread(self) -> None:
         """Threads (the lock held) for the queued jobs that no idle thread can take, up to
         `workers`, plus one for each running job that waits for a child."""

@@ -580,15 +580,24 @@ class BackendStage(Stage):
         the timeout waiting for a thread, behind other clients' compiles, say the server was
         too busy (a 503 with Retry-After), not that the grammar was too slow (a 400)."""
         queued = self.backend.queued_seconds(future)
+        # (a client whose own earlier compiles still run waits for them, not for the server:
+        # a stranger's runaway compile made its next grammar a "retry later" that never helped)
+        own = self.backend.held_by_own_compiles(future)
         self.cancel_if_unwanted(future)
         timeout = self.queue.timeout
         if queued > timeout / 2 and req.finished_reason is not None:
             constraint = req.sampling_params.constraint()
             assert constraint is not None  # it waited for a compile: it has a grammar
+            behind = (
+                f"behind this client's own earlier compiles, which still run: a client compiles "
+                f"{self.backend.pool.per_client} at a time); retry once they end"
+                if own
+                else "behind other clients' compiles); retry later"
+            )
             req.finished_reason.update(
                 kind=AbortKind.BUSY,
                 message=f"the server was too busy to compile the {constraint[0]} within "
-                f"{timeout:g} s (it waited {queued:.1f} s behind other compiles); retry later",
+                f"{timeout:g} s (it waited {queued:.1f} s {behind}",
                 retry_after=max(1, round(timeout / 2)),
             )
 
