@@ -133,20 +133,27 @@ def start_ahead(*preload: str) -> None:
         multiprocessing.forkserver.ensure_running()  # (it imports the preloaded modules, not the main script)
 
 
-def _death(what: str, process: Any, memory_bytes: int | None) -> ConstraintError:
+def _death(what: str, process: Any, memory_bytes: int | None, started: bool) -> ConstraintError:
     """The error for a child that died before answering: ChildKilled when SIGKILL ended it.
     (It is reaped first: its exit code was read as None, before the system had it.)"""
     process.join(1)
-    message = _died(what, process.exitcode, memory_bytes)
+    message = _died(what, process.exitcode, memory_bytes, started)
     return ChildKilled(message) if process.exitcode == -signal.SIGKILL else ConstraintError(message)
 
 
-def _died(what: str, exitcode: int | None, memory_bytes: int | None) -> str:
-    return (
+def _died(what: str, exitcode: int | None, memory_bytes: int | None, started: bool = False) -> str:
+    """`started`: the child had started (a kept one answered its setup), so it died of the
+    call; the hint about starting is for a child that may not have (it read to a server's
+    client as advice about scripts, for a schema that had run the child out of memory)."""
+    died = (
         f"the child process running {what} died (exit code {exitcode}; a native library that "
-        f"runs out of memory aborts: the limit is {_limit(memory_bytes)}); if it died while starting, the usual cause "
-        f'is a script that creates an Engine at its top level: do so under `if __name__ == "__main__":`, '
-        f'or pass compile_in="thread"'
+        f"runs out of memory aborts: the limit is {_limit(memory_bytes)})"
+    )
+    if started:
+        return died
+    return (
+        f"{died}; if it died while starting, the usual cause is a script that creates an Engine at its "
+        f'top level: do so under `if __name__ == "__main__":`, or pass compile_in="thread"'
     )
 
 
@@ -183,24 +190,26 @@ def call_in_child(
     return reply
 
 
-def _answer(conn: Connection, process: Any, timeout: float, what: str, memory_bytes: int | None) -> tuple[str, Any]:
+def _answer(
+    conn: Connection, process: Any, timeout: float, what: str, memory_bytes: int | None, started: bool = False
+) -> tuple[str, Any]:
     """The child's answer to the call it was sent, ("ok", result) or ("error", what the
     call raised); raises CompileTimeout, CompileCancelled or ConstraintError (the child
-    died) otherwise, and the caller stops the child."""
+    died; `started`: it had started before the call) otherwise, and the caller stops the child."""
     stop = time.monotonic() + timeout
     try:
         with outside():  # (the compile thread only waits: its pool may serve another client)
             while not conn.poll(POLL_SECONDS):
                 checkpoint()  # CompileCancelled: nobody waits for this compile any more
                 if not process.is_alive() and not conn.poll(0):
-                    raise _death(what, process, memory_bytes)
+                    raise _death(what, process, memory_bytes, started)
                 if time.monotonic() > stop:
                     raise CompileTimeout(
                         f"{what} took longer than {timeout:g} s (option compile_timeout); it was stopped"
                     )
         answer: tuple[str, Any] = conn.recv()
     except EOFError:
-        raise _death(what, process, memory_bytes) from None
+        raise _death(what, process, memory_bytes, started) from None
     return answer
 
 
@@ -242,7 +251,7 @@ class KeptChildren:
         child = self._take()
         try:
             child[1].send((function, args, {}, what))
-            status, reply = _answer(child[1], child[0], timeout, what, self.memory_bytes)
+            status, reply = _answer(child[1], child[0], timeout, what, self.memory_bytes, started=True)
         except BaseException:
             self._drop(child)
             raise
