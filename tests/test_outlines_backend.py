@@ -146,6 +146,20 @@ def test_a_schemas_regex_is_written_in_the_child_and_refused_past_max_regex_char
     assert not isinstance(fine, InvalidGrammarObject), fine.message
 
 
+def test_a_schemas_regex_past_compile_timeout_is_a_timeout_never_cached(tokenizer):
+    """The child writing a schema's regex is stopped at compile_timeout, and the error stays a
+    CompileTimeout (the cache keeps no timeout: it may be the machine's load), not a
+    GrammarError about the schema."""
+    from minisglang.constrained.compile_service import CompileTimeout
+
+    backend = get_backend_class("outlines")(tokenizer, tokenizer.vocab_size + PAD, compile_timeout=0.2)
+    try:
+        with pytest.raises(CompileTimeout, match="outlines-core's regex of the JSON schema took longer than 0.2 s"):
+            backend.compile("json_schema", json.dumps(optional_levels(20)))
+    finally:
+        backend.shutdown()
+
+
 def test_a_ref_chain_deeper_than_outlines_cores_default_is_followed_to_its_end(backends, tokenizer):
     """outlines-core follows `$ref`s 3 deep by default and writes `{}` below: four required
     levels came out as three, `{"a": {"a": {"a": {}}}}`, which the schema rejects. The

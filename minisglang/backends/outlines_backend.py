@@ -377,6 +377,8 @@ class OutlinesBackend(BaseGrammarBackend):
                 schema = rewrite_subschemas(schema, step)
             try:
                 regex = self._schema_regex(json.dumps(schema, ensure_ascii=False))
+            except ConstraintError:  # the child's timeout, cancel or death, or the length: said as it is
+                raise
             except ValueError as e:
                 raise GrammarError(f"cannot turn the JSON schema into a regex: {e}") from e
         else:
