@@ -31,7 +31,10 @@ while an attacker sends one class of expensive requests at a time:
   libraries' forced-text searches, `--grammar-backend xgrammar` or `llguidance`) and
   retracted_backlog (4 x n=32 of 400 tokens, three times the KV pool: no grammar);
 * a stranger's classes (stop 71): doubling_ebnf and nested_repeats_tag (a few hundred bytes
-  that force megabytes: xgrammar's uncuttable jump search, `--grammar-backend xgrammar`).
+  that force megabytes: xgrammar's uncuttable jump search, `--grammar-backend xgrammar`);
+* a stranger's classes (stop 72): oneof_consts (a oneOf of 3,000 consts: every pair of
+  branches compared, `--grammar-backend outlines` or `xgrammar`) and optional_refs (2.8 KB
+  whose outlines-core regex is 331 million characters, `--grammar-backend outlines`).
 
 With `--hogs` it runs the hog cases instead, each on servers of its own (one at a time),
 the same load beside each server so the columns compare (the hogs in a process of their own:
@@ -317,6 +320,41 @@ def attacks() -> dict[str, list[tuple[str, dict]]]:
                 },
             )
         ],
+        # A oneOf of 3,000 consts: the adapters compared every pair of branches (a JSON dump per
+        # branch per pair) on a compile thread, with no checkpoint: 30 s past the request's
+        # timeout, every client 2 s slower on outlines (`--grammar-backend outlines` or
+        # `xgrammar`; a stranger's hunt, stop 72)
+        "oneof_consts": [
+            (
+                "attacker",
+                {
+                    "model": "tiny-json-llama",
+                    "prompt": "Pick:",
+                    "max_tokens": 8,
+                    "response_format": {
+                        "type": "json_schema",
+                        "json_schema": {"name": "x", "schema": {"oneOf": [{"const": i} for i in range(3000)]}},
+                    },
+                },
+            )
+        ],
+        # 2.8 KB of optional properties four `$ref`s deep: outlines-core wrote a 331-million-character
+        # regex in the server's process (seconds of GIL; at 3.8 KB it ended the server;
+        # `--grammar-backend outlines`; the same hunt)
+        "optional_refs": [
+            (
+                "attacker",
+                {
+                    "model": "tiny-json-llama",
+                    "prompt": "Give JSON:",
+                    "max_tokens": 16,
+                    "response_format": {
+                        "type": "json_schema",
+                        "json_schema": {"name": "x", "schema": optional_refs(20)},
+                    },
+                },
+            )
+        ],
         # four requests of 32 choices of 400 tokens (51k tokens against the pool's 16k): retracted
         # again and again, their kept room held a newcomer's request 45-60 s (a stranger's hunt)
         "retracted_backlog": [
@@ -343,6 +381,18 @@ def null_object(n: int) -> dict:
         "properties": {f"k{i}": {"type": "null"} for i in range(n)},
         "required": [f"k{i}" for i in range(n)],
     }
+
+
+def optional_refs(n: int, levels: int = 4) -> dict:
+    """Objects of `n` optional properties, each level a `$ref` to the next: outlines-core's
+    regex of it grows like n ** levels."""
+    defs: dict = {f"L{levels}": {"type": "integer"}}
+    for level in range(levels - 1, -1, -1):
+        defs[f"L{level}"] = {
+            "type": "object",
+            "properties": {f"p{i}": {"$ref": f"#/$defs/L{level + 1}"} for i in range(n)},
+        }
+    return {"$defs": defs, "$ref": "#/$defs/L0"}
 
 
 def doubling_ebnf(k: int) -> str:
