@@ -7,6 +7,8 @@ every backend shares is in test_backends.py; the helpers in grammar_backends.py.
 import json
 import multiprocessing
 import re
+import sys
+from pathlib import Path
 
 import pytest
 from grammar_backends import DROPS_MOVES, PAD, _byte_token, accepts, backends_fixture, compiled, drops_moves
@@ -116,16 +118,13 @@ def test_an_outlines_index_counts_its_bytes_and_one_bigger_than_the_cache_is_ref
 
 # ------------------------------------------------------------------ a schema's regex
 def optional_levels(n: int, levels: int = 4) -> dict:
-    """A stranger's schema: objects of n optional properties, each level a `$ref` to the next.
-    outlines-core writes each such object as ~n alternatives that list the rest, so its regex
-    grows like n^levels (n=16: 90 million characters from 2.4 KB; n=28 ended the server)."""
-    defs: dict = {f"L{levels}": {"type": "integer"}}
-    for level in range(levels - 1, -1, -1):
-        defs[f"L{level}"] = {
-            "type": "object",
-            "properties": {f"p{i}": {"$ref": f"#/$defs/L{level + 1}"} for i in range(n)},
-        }
-    return {"$defs": defs, "$ref": "#/$defs/L0"}
+    """A stranger's schema (bench_server_stalls.py's class optional_refs): objects of n
+    optional properties, each level a `$ref` to the next; outlines-core's regex of it grows
+    like n^levels (n=16: 90 million characters from 2.4 KB; n=28 ended the server)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # (its _results import)
+    from bench_server_stalls import optional_refs
+
+    return optional_refs(n, levels)
 
 
 def test_a_schemas_regex_is_written_in_the_child_and_refused_past_max_regex_chars(backends, monkeypatch):
