@@ -37,8 +37,24 @@ backends = backends_fixture(*BACKENDS)
 # (backend, schema, the keyword the refusal names, where): each one a keyword its library
 # compiles without enforcing, found by running the JSON-Schema-Test-Suite through the adapter
 # (benchmarks/json_schema_conformance.py) and checked alone here.
+_TAGGED_STRINGS = {  # "tags" of required properties on strings: every string is in both branches
+    "oneOf": [{**S, "properties": {"t": {"const": t}}, "required": ["t"]} for t in ("a", "b")]
+}
+_STRING_OR_INTEGERS = {**S, "anyOf": [INT, {**S, "maxLength": 3}]}
 IGNORED_CASES = [
     ("xgrammar", {**A, "uniqueItems": True}, "uniqueItems", "#"),
+    # (a stranger's stall hunt 9: each wrote a value the schema rejects, `", "`, `0`, `18`,
+    # `{"x": 4}`, `[12]`, with finish_reason "stop")
+    ("xgrammar", _TAGGED_STRINGS, "oneOf", "#"),
+    ("outlines", _TAGGED_STRINGS, "oneOf", "#"),
+    ("xgrammar", {"oneOf": [{"const": 0}, {"const": -0.0}]}, "oneOf", "#"),
+    ("outlines", {"oneOf": [{"enum": [0, 1]}, {"enum": [-0.0, 2]}]}, "oneOf", "#"),
+    ("xgrammar", _STRING_OR_INTEGERS, "type", "#"),
+    ("outlines", _STRING_OR_INTEGERS, "type", "#"),
+    ("xgrammar", {"type": "integer", "oneOf": [{"type": "number"}, S]}, "type", "#"),
+    ("outlines", {"type": "boolean", "properties": {"x": INT}, "required": ["x"]}, "properties", "#"),
+    ("outlines", {"type": ["object", "null"], "properties": {"x": INT}}, "properties", "#"),
+    ("outlines", {**S, "prefixItems": [INT]}, "prefixItems", "#"),
     # (a stranger's fuzzer: each library's grammar took `{"a": 1, "a": 2}` for two keys, and
     # xgrammar `{"xy": 1}` under a `^x` string pattern and a `y$` integer one)
     ("xgrammar", {"type": "object", "additionalProperties": INT, "minProperties": 2}, "minProperties", "#"),
@@ -213,6 +229,8 @@ ENFORCED = {
                 {"type": "object", "properties": {"k": {"const": "b"}}, "required": ["k"]},
             ]
         },
+        {"type": "number", "anyOf": [INT, {"type": "number", "maximum": 0}]},  # branches inside the type
+        {"type": ["string", "null"], "oneOf": [S, {"type": "null"}]},
     ],
     "outlines": [
         {"prefixItems": [{"const": 1}]},

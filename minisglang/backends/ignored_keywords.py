@@ -453,7 +453,7 @@ def _numbers_as_floats(value: Any) -> Any:
     """`value` with every number a float (and tagged, so the string "1.0" stays apart)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         try:
-            return ["number", float(value)]
+            return ["number", float(value) + 0.0]  # (+ 0.0: -0.0 is 0, one number to JSON Schema)
         except OverflowError:  # an integer past the double's range: itself
             return ["number", value]
     if isinstance(value, list):
@@ -494,12 +494,16 @@ class _Branch:
     @staticmethod
     def of(branch: Any) -> _Branch:
         tags: dict[str, frozenset[str]] = {}
-        if isinstance(branch, dict) and isinstance(branch.get("properties"), dict):
+        types = _branch_types(branch)
+        # A required property tells objects apart only: a branch that allows another type
+        # has values no tag reads (two `"type": "string"` branches with different tags
+        # both hold every string; a stranger's xgrammar wrote `", "` under such a oneOf).
+        if types == frozenset(["object"]) and isinstance(branch, dict) and isinstance(branch.get("properties"), dict):
             for name in branch.get("required") or []:
                 values = _branch_values(branch["properties"].get(name)) if isinstance(name, str) else None
                 if values is not None:
                     tags[name] = values
-        return _Branch(_branch_types(branch), _branch_values(branch), tags)
+        return _Branch(types, _branch_values(branch), tags)
 
 
 def _disjoint(a: _Branch, b: _Branch) -> bool:
@@ -510,6 +514,34 @@ def _disjoint(a: _Branch, b: _Branch) -> bool:
     if a.values is not None and b.values is not None and not a.values & b.values:
         return True
     return any(not a.tags[name] & b.tags[name] for name in a.tags.keys() & b.tags.keys())
+
+
+def _declared_types(schema: Any) -> set[str] | None:
+    """The types `schema`'s `type` names, as written (None: no `type`)."""
+    if not isinstance(schema, dict) or "type" not in schema:
+        return None
+    return {schema["type"]} if isinstance(schema["type"], str) else set(schema["type"])
+
+
+def type_outside_branches(schema: SchemaObject) -> bool:
+    """`type` beside `anyOf` or `oneOf` with a branch that allows a type outside it: the
+    libraries read the branches alone (`{"type": "string", "anyOf": [{"type": "integer"}, ...]}`
+    wrote 18 on xgrammar and outlines-core)."""
+    outer = _declared_types(schema)
+    if outer is None:
+        return False
+    for key in ("anyOf", "oneOf"):
+        branches = schema.get(key)
+        for branch in branches if isinstance(branches, list) else []:
+            inner = None if branch is True else set() if branch is False else _declared_types(branch)
+            if inner is None or any(t not in outer and not (t == "integer" and "number" in outer) for t in inner):
+                return True
+    return False
+
+
+def type_is_not(kind: str) -> Callable[[SchemaObject], bool]:
+    """The keyword sits beside a `type` that is not exactly `kind`."""
+    return lambda schema: "type" in schema and _declared_types(schema) != {kind}
 
 
 # A `oneOf` of more branches than this whose values or tags do not tell them apart is not

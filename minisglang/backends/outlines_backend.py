@@ -89,6 +89,8 @@ from .ignored_keywords import (
     refuse_ignored_keywords,
     requires_unlisted,
     rewrite_subschemas,
+    type_is_not,
+    type_outside_branches,
     value_holds,
     values_outside_type,
 )
@@ -155,6 +157,9 @@ IGNORED = (
     IgnoredKeyword("pattern", "beside 'minLength' or 'maxLength'", beside("minLength", "maxLength")),
     IgnoredKeyword("required", "for a property 'properties' does not list", requires_unlisted),
     IgnoredKeyword("oneOf", ONE_OF_OVERLAP, overlapping_branches),
+    IgnoredKeyword("type", "beside 'anyOf' or 'oneOf' with a branch of another type", type_outside_branches),
+    IgnoredKeyword("properties", "beside a 'type' other than 'object' (it writes an object)", type_is_not("object")),
+    IgnoredKeyword("prefixItems", "beside a 'type' other than 'array' (it writes an array)", type_is_not("array")),
     IgnoredKeyword("enum", "beside keywords other than 'type', or with values of another type", values_outside_type),
     IgnoredKeyword("const", "beside keywords other than 'type', or of another type", values_outside_type),
     IgnoredKeyword("$ref", "beside other keywords", beside_validation("$ref")),

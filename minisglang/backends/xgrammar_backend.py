@@ -90,6 +90,7 @@ from .ignored_keywords import (
     repeats_a_nullable_part,
     requires_unlisted,
     rewrite_subschemas,
+    type_outside_branches,
     values_outside_type,
 )
 
@@ -289,6 +290,7 @@ IGNORED = (
     IgnoredKeyword("anyOf", "beside keywords other than 'type'", beside_validation("anyOf", frozenset({"type"}))),
     IgnoredKeyword("oneOf", "beside keywords other than 'type'", beside_validation("oneOf", frozenset({"type"}))),
     IgnoredKeyword("oneOf", ONE_OF_OVERLAP, overlapping_branches),
+    IgnoredKeyword("type", "beside 'anyOf' or 'oneOf' with a branch of another type", type_outside_branches),
     IgnoredKeyword("not"),
     IgnoredKeyword("if"),
     IgnoredKeyword("enum", "beside keywords other than 'type', or with values of another type", values_outside_type),
