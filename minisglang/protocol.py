@@ -349,7 +349,7 @@ MAX_TOOLS = 128
 
 def _tool_name(name: str) -> str:
     if not TOOL_NAME.fullmatch(name):
-        raise ValueError(f"must be 1 to 64 letters, digits, '_' or '-', got {short_value(name)}")
+        raise ValueError(f"must be 1 to 64 ASCII letters, digits, '_' or '-', got {short_value(name)}")
     return name
 
 

@@ -38,6 +38,16 @@ def test_llguidance_names_a_grammar_nested_past_its_reader(backends):
     assert "nests too deeply" in str(refused.value) and "recursion depth" not in str(refused.value)
 
 
+def test_llguidances_refused_one_of_names_what_the_client_can_do(backends):
+    """llguidance's own message told clients to "Enable 'coerce_one_of'", an option nothing
+    here sets (a stranger's stall hunt): the refusal says to write anyOf or use the fsm backend."""
+    schema = {"oneOf": [{"type": "integer"}, {"type": "number"}]}
+    with pytest.raises(GrammarError) as refused:
+        backends["llguidance"].compile("json_schema", json.dumps(schema))
+    message = str(refused.value)
+    assert "coerce_one_of" not in message and "'anyOf'" in message and "'fsm' backend" in message, message
+
+
 @pytest.mark.parametrize("start", ["?start", "!start", "  start"])
 def test_llguidance_reads_a_lark_grammar_whose_start_rule_is_marked(backends, tokenizer, start):
     """A Lark grammar whose start rule is `?start:` (Outlines' arithmetic and JSON grammars)

@@ -603,6 +603,8 @@ def refused(client, **kwargs) -> openai.BadRequestError:
     [
         ({"tools": [{"type": "function", "function": {"parameters": WEATHER}}]}, "tools[0].function.name", "required"),
         ({"tools": [{"type": "function", "function": {"name": "get weather"}}]}, "tools[0].function.name", "letters"),
+        # (é is a letter: the rule is ASCII's, and says so; a stranger's hunt)
+        ({"tools": [{"type": "function", "function": {"name": "café"}}]}, "tools[0].function.name", "ASCII letters"),
         (
             {"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "array"}}}]},
             "tools[0].function.parameters",

@@ -787,6 +787,8 @@ def test_outlines_refuses_structural_tags_clearly():
     compiled = backend("outlines")._compile_safely("structural_tag", json.dumps(TOOLS))
     assert isinstance(compiled, InvalidGrammarObject)
     assert "the 'outlines' grammar backend does not support 'structural_tag'" in compiled.message
+    # (a client that sent tools, not a structural tag, is told why one was needed)
+    assert "tool calls are constrained by a structural tag" in compiled.message
 
 
 @pytest.mark.parametrize("name", ["xgrammar", "llguidance"])

@@ -423,6 +423,12 @@ class BaseGrammarBackend:
         if kind not in self.kinds:
             return InvalidGrammarObject(
                 f"the {self.name!r} grammar backend does not support {kind!r} (it supports {sorted(self.kinds)})"
+                + (
+                    "; tool calls are constrained by a structural tag: the 'fsm', 'xgrammar' and 'llguidance' "
+                    "backends compile them"
+                    if kind == "structural_tag"
+                    else ""
+                )
             )
         start = time.perf_counter()
         try:

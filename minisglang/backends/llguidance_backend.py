@@ -492,7 +492,14 @@ class LLGuidanceBackend(BaseGrammarBackend):
         # The constructor never raises: a bad grammar leaves the matcher in an error state.
         start = llg.LLMatcher(self.lltokenizer, grammar, log_level=0, limits=self.limits)
         if start.is_error():
-            raise GrammarError(start.get_error())
+            error = start.get_error()
+            if "coerce_one_of" in error:  # (an option of llguidance's no client or flag of ours sets)
+                error = (
+                    "llguidance cannot show the branches of a 'oneOf' disjoint, and does not read it "
+                    "as 'anyOf' (\"exactly one\" is not \"any\"): write 'anyOf' if any branch will do, "
+                    "or use the 'fsm' backend, which enforces 'oneOf'"
+                )
+            raise GrammarError(error)
         return LLGuidanceGrammar(start, frozenset(self.lltokenizer.eos_tokens))
 
     def compile_structural_tag(self, spec: StructuralTag) -> LLGuidanceGrammar:
