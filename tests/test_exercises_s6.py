@@ -507,6 +507,26 @@ def test_the_scan_closes_nothing_it_did_not_open(text, why):
 
 
 @pytest.mark.task6_2
+def test_a_stray_close_before_the_value_does_not_keep_the_value_open():
+    """A model may write a stray `}` before the arguments' value: the depth is then -1 when the
+    value's own last bracket closes it, and the value is closed there ("back to 0, or below",
+    the page). Closed only at exactly 0, the scan never closed, and the whole call, end tag
+    included, came back as text (a stranger's mistake that every other test passed)."""
+    scan = _JsonScan()
+    text = '}{"a": 1}'
+    closed = [i for i, ch in enumerate(text) if scan.step(ch)]
+    assert closed[:1] == [len(text) - 1], (
+        f"fed {text!r}, the scan closed at {closed}: the value's last bracket (character {len(text) - 1}) takes "
+        f"the depth to -1 after something opened, which closes it"
+    )
+    args = '}{"city": "Paris"}'
+    content, calls = parse_tool_calls("Sure. " + format_call("get_weather", args) + " Done", NAMES)
+    assert [(c.name, c.arguments) for c in calls] == [("get_weather", args)], (
+        f"a call whose arguments begin with a stray '}}' read back as {calls} (content {content!r})"
+    )
+
+
+@pytest.mark.task6_2
 def test_a_call_cut_short_leaves_nothing_for_the_next_scan():
     """An output that ends inside a call's arguments (brackets still open) is content; the
     next output's call, read by another parser, is read back whole: each scan holds its own

@@ -737,6 +737,11 @@ def test_greedy_acceptance_reads_the_models_own_dtype():
             f"argmax (a GPU tensor has no .numpy() either)"
         ) from None
     assert got == [1, 0, 2], f"{greedy_story(logits.float(), [1, 0], [1, 0, 2])}; accept_greedy gave {got}"
+    # Nor a copy in another dtype: two float64 logits 1e-12 apart tie in float32, and the
+    # first id won (a stranger's `.float().numpy().argmax`, which passed the bfloat16 case).
+    close = torch.tensor([[1.0, 1.0 + 1e-12, -1.0]], dtype=torch.float64)
+    got = greedy(close, [])
+    assert got == [1], f"float64 logits {close.tolist()[0]}: the largest is id 1; accept_greedy gave {got}"
 
 
 @pytest.mark.task7_2
@@ -945,6 +950,22 @@ def test_a_forbidden_draft_is_rejected_without_a_draw():
             f"seed {seed}: draft 0 has probability 0 in row 0, so it is rejected without drawing a "
             f"uniform, and the token is torch.multinomial(row 0) with the same generator, {want}; "
             f"accept_sampled gave {got}"
+        )
+
+
+@pytest.mark.task7_3
+def test_a_uniform_equal_to_the_drafts_probability_rejects_it():
+    """ "Below p(d), keep d" (the page): a uniform equal to p(d) is not below it. A row built
+    from the generator's own first uniform makes them equal exactly (a stranger's `u <= p`
+    kept the draft; every other test passed it, the boundary has probability 2^-24 a draw)."""
+    for seed in (1234, 7, 99):
+        u = float(torch.rand((), generator=torch.Generator().manual_seed(seed)))
+        probs = torch.tensor([[u, 1 - u], [0.5, 0.5]], dtype=torch.float32)
+        assert float(probs[0, 0]) == u and float(probs[0].sum()) == 1.0  # p(draft 0) is u exactly
+        got = sampled(probs, [0], torch.Generator().manual_seed(seed))
+        assert got == [1], (
+            f"seed {seed}: the first uniform is {u!r}, exactly p(draft 0): it is not below p, so the "
+            f"draft is rejected and the residual (all on token 1) gives [1]; accept_sampled gave {got}"
         )
 
 

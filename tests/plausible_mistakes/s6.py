@@ -155,4 +155,10 @@ MUTATIONS = [
         "if self.in_string:\n    if self.escaped:",
         'if self.escaped:\n    self.escaped = False\n    return False\nif ch == "\\\\":\n    self.escaped = True\n    return False\nif self.in_string:\n    if self.escaped:',
     ),
+    (
+        "task6_2",
+        "the value closes only at depth exactly 0 (a stray close before it keeps it open)",
+        "return self.opened and self.depth <= 0",
+        "return self.opened and self.depth == 0",
+    ),
 ]

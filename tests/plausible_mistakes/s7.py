@@ -284,4 +284,17 @@ MUTATIONS = [
         "picks = logits.argmax(dim=-1).tolist()",
         "picks = logits.numpy().argmax(axis=-1).tolist()",
     ),
+    # (a third stranger's mistakes, grader honesty round 9)
+    (
+        "task7_2",
+        "the argmax of a float32 copy (float64 logits 1e-12 apart tie)",
+        "picks = logits.argmax(dim=-1).tolist()",
+        "picks = logits.float().cpu().numpy().argmax(-1).tolist()",
+    ),
+    (
+        "task7_3",
+        "a uniform equal to p(d) keeps the draft (u <= p)",
+        "float(torch.rand((), generator=generator)) < p_draft",
+        "float(torch.rand((), generator=generator)) <= p_draft",
+    ),
 ]
