@@ -606,6 +606,9 @@ def test_readmit_restarts_the_detokenizer_even_in_the_middle_of_a_character(tok)
         f"detok_offset must be len(new_output_ids) = {len(new_ids)}; got {req.detok_offset}"
     )
     assert req.output_ids == new_ids, f"output_ids must be the new ids {new_ids}; got {req.output_ids}"
+    # The request's own list, not the caller's: decoding appends to it, and a caller that
+    # kept its list saw it grow (a stranger's `req.output_ids = new_output_ids`).
+    assert req.output_ids is not new_ids, "output_ids must be a list of the request's own (list(new_output_ids))"
     assert parts.released == [req], "readmit must call self.release_memory(req) once (its KV goes to the tree)"
     assert parts.waiting_queue == [req] and parts.running == [], (
         f"the request must move from running to waiting_queue; running has {len(parts.running)}, "

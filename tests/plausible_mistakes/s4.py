@@ -235,4 +235,11 @@ MUTATIONS = [
         "byte_edges[state] = (int(options[0]), int(byte_dfa.table[state, options[0]]))",
         "byte_edges[state] = (options[0], byte_dfa.table[state, options[0]])",
     ),
+    # (a third stranger's, grader honesty round 9: the caller's list became the request's)
+    (
+        "task4_4",
+        "the request takes the caller's list itself (decoding appends to the caller's list)",
+        "req.output_ids = list(new_output_ids)",
+        "req.output_ids = new_output_ids",
+    ),
 ]
