@@ -213,6 +213,13 @@ def holds_inexact_integer(value: Any) -> bool:
     return False
 
 
+def holds_inexact_bound(value: Any) -> bool:
+    """Whether a number bound is an integer past 2**53 or a float of at least 2**53: the
+    integers near it are not all doubles (llguidance held `exclusiveMaximum: 1e16` on an
+    integer as inclusive and wrote 10000000000000000; a stranger's fuzzer)."""
+    return holds_inexact_integer(value) or (isinstance(value, float) and math.isfinite(value) and abs(value) >= 2**53)
+
+
 # xgrammar and llguidance read a schema's numbers as doubles: `const 9007199254740993` came
 # out 9007199254740992, a const past int64 `9.223372036854776e+18` (a stranger's fuzzing).
 INEXACT_INTEGERS = tuple(
@@ -220,6 +227,12 @@ INEXACT_INTEGERS = tuple(
         k, "holding an integer past 2**53 (it reads the number as a double)", value_holds(k, holds_inexact_integer)
     )
     for k in ("const", "enum", *NUMBER_BOUNDS, "multipleOf")
+)
+INEXACT_BOUNDS = tuple(
+    IgnoredKeyword(
+        k, "of at least 2**53 (the integers near it are not all doubles)", value_holds(k, holds_inexact_bound)
+    )
+    for k in NUMBER_BOUNDS
 )
 
 

@@ -79,6 +79,7 @@ from .base import (
     register_backend,
 )
 from .ignored_keywords import (
+    INEXACT_BOUNDS,
     INEXACT_INTEGERS,
     REPEATED_KEYS,
     IgnoredKeyword,
@@ -212,6 +213,7 @@ _MISQUOTED = "with a character class that holds U+0000-U+001F but not both '\"' 
 
 IGNORED = (
     *INEXACT_INTEGERS,
+    *INEXACT_BOUNDS,
     *pattern_rules(_NEGATED_SHORTHAND, negated_shorthand),
     *pattern_rules(_MISQUOTED, misquoted_class),
     *pattern_rules(_READ_OTHERWISE, read_otherwise),
