@@ -487,11 +487,18 @@ def _branch_values(branch: Any) -> frozenset[str] | None:
     return None
 
 
+def _declared_types(schema: Any) -> set[str] | None:
+    """The types `schema`'s `type` names, as written (None: no `type`)."""
+    if not isinstance(schema, dict) or "type" not in schema:
+        return None
+    return {schema["type"]} if isinstance(schema["type"], str) else set(schema["type"])
+
+
 def _branch_types(branch: Any) -> frozenset[str] | None:
     """The JSON types `branch` allows (from `type`; an integer is a number), or None."""
-    if not isinstance(branch, dict) or "type" not in branch:
+    types = _declared_types(branch)
+    if types is None:
         return None
-    types = {branch["type"]} if isinstance(branch["type"], str) else set(branch["type"])
     return frozenset(types | {"number"} if "integer" in types else types)
 
 
@@ -527,13 +534,6 @@ def _disjoint(a: _Branch, b: _Branch) -> bool:
     if a.values is not None and b.values is not None and not a.values & b.values:
         return True
     return any(not a.tags[name] & b.tags[name] for name in a.tags.keys() & b.tags.keys())
-
-
-def _declared_types(schema: Any) -> set[str] | None:
-    """The types `schema`'s `type` names, as written (None: no `type`)."""
-    if not isinstance(schema, dict) or "type" not in schema:
-        return None
-    return {schema["type"]} if isinstance(schema["type"], str) else set(schema["type"])
 
 
 def type_outside_branches(schema: SchemaObject) -> bool:
