@@ -681,6 +681,15 @@ def test_tokenizing_and_the_chat_template_run_off_the_scheduler_thread(client, e
     assert threading.main_thread().name not in threads  # nor the test's (TestClient's caller) thread
 
 
+def on_the_event_loop() -> bool:
+    """Whether the caller runs on an asyncio event loop (a handler's work every client waits for)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 def test_sampling_params_are_made_off_the_event_loop(client, monkeypatch):
     """to_sampling_params ran on the event loop: 128 tools' schemas (a 3 MB body) are written
     into one structural tag and read back, 0.3-0.6 s in which no stream got a token (8 such
@@ -690,11 +699,7 @@ def test_sampling_params_are_made_off_the_event_loop(client, monkeypatch):
         real = cls.to_sampling_params
 
         def to_sampling_params(self, *a, _real=real, **k):
-            try:
-                asyncio.get_running_loop()
-                on_loop.append(True)
-            except RuntimeError:
-                on_loop.append(False)
+            on_loop.append(on_the_event_loop())
             return _real(self, *a, **k)
 
         monkeypatch.setattr(cls, "to_sampling_params", to_sampling_params)
@@ -712,11 +717,7 @@ def test_the_engines_stats_are_read_off_the_event_loop_without_walking_the_cache
     on_loop, stats = [], engine.stats
 
     def watched():
-        try:
-            asyncio.get_running_loop()
-            on_loop.append(True)
-        except RuntimeError:
-            on_loop.append(False)
+        on_loop.append(on_the_event_loop())
         return stats()
 
     monkeypatch.setattr(engine, "stats", watched)

@@ -7,7 +7,6 @@ events, and the errors, each naming the Responses field at fault.
 Tests of minisglang/protocol_responses.py, server/routes_responses.py and server/responses_shapes.py.
 """
 
-import asyncio
 import json
 
 import httpx
@@ -17,6 +16,7 @@ import pydantic
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_server_protocol import on_the_event_loop
 
 import minisglang as sgl
 from minisglang.protocol import ChatCompletionRequest, RequestError, parse
@@ -363,11 +363,7 @@ def test_the_request_is_written_as_a_chat_off_the_event_loop(client, monkeypatch
     on_loop, real = [], ResponsesRequest.to_chat
 
     def to_chat(self):
-        try:
-            asyncio.get_running_loop()
-            on_loop.append(True)
-        except RuntimeError:
-            on_loop.append(False)
+        on_loop.append(on_the_event_loop())
         return real(self)
 
     monkeypatch.setattr(ResponsesRequest, "to_chat", to_chat)
