@@ -71,6 +71,33 @@ IGNORED_CASES = [
         "patternProperties",
         "#",
     ),
+    # (keys matched against the wrong schema: llguidance matched a pattern against a key's
+    # escaped spelling, `{"\u0061b": "x"}` under `^a` integers; xgrammar let `{"b": "x"}` take the
+    # extra keys' schema beside a `^b` pattern, and checked no listed name against propertyNames)
+    ("llguidance", {"type": "object", "patternProperties": {"^a": INT}}, "patternProperties", "#"),
+    (
+        "llguidance",
+        {"type": "array", "items": {"properties": {"a": S}, "patternProperties": {"^b": INT}}},
+        "patternProperties",
+        "#/items",
+    ),
+    (
+        "xgrammar",
+        {"type": "object", "properties": {"a": INT}, "patternProperties": {"^b": INT}, "additionalProperties": S},
+        "patternProperties",
+        "#",
+    ),
+    (
+        "xgrammar",
+        {
+            "type": "object",
+            "properties": {"abcd": INT},
+            "additionalProperties": True,
+            "propertyNames": {**S, "maxLength": 3},
+        },
+        "propertyNames",
+        "#",
+    ),
     # (a stranger's fuzzer: outlines-core dropped these, and wrote invalid output under stop)
     ("outlines", {"anyOf": [S, INT], "maxLength": 1}, "anyOf", "#"),
     ("outlines", {"oneOf": [S, {"type": "null"}], "minLength": 1}, "oneOf", "#"),
@@ -599,3 +626,136 @@ def test_format_beside_pattern_is_refused(backends, name):
     """xgrammar enforced only the format: '2.2.2.2' passed `pattern: ^1`."""
     g = compiled(backends[name], "json_schema", json.dumps({**S, "format": "ipv4", "pattern": "^1"}))
     assert isinstance(g, InvalidGrammarObject) and "'format' 'ipv4' beside 'pattern'" in g.message, g
+
+
+# ------------------------------------- a key written with an escape is the name it decodes to
+# xgrammar and llguidance matched a key against the listed names as spelled: `"\u0061"` was an
+# extra key to them, `a` to every JSON parser, so `{"\u0061": "x"}` broke `a`'s integer schema
+# wherever extra keys were allowed (a stranger's fuzzer). Their adapters keep extra keys to
+# names of raw characters that are not listed (ignored_keywords.unlisted_raw_names).
+_OPEN_A = {"type": "object", "properties": {"a": INT}, "additionalProperties": True}
+_STRING_EXTRAS = {"type": "object", "properties": {"a": INT}, "required": ["a"], "additionalProperties": S}
+_BYTE_TOKENS: dict[int, int] = {}
+
+
+def reachable(backend, tokenizer, schema, text: str) -> bool:
+    """Whether `text` is an output of the backend's grammar for `schema`: every token allowed by
+    the mask and EOS after the last, as the tokenizer writes it or one byte a token."""
+    if not _BYTE_TOKENS:
+        for i in range(tokenizer.vocab_size):
+            b = tokenizer.decode_bytes([i], skip_special_tokens=False)
+            if len(b) == 1:
+                _BYTE_TOKENS.setdefault(b[0], i)
+    g = compiled(backend, "json_schema", json.dumps(schema))
+    assert not isinstance(g, InvalidGrammarObject), g.message
+    spellings = [tokenizer.encode(text, add_special_tokens=False), [_BYTE_TOKENS[b] for b in text.encode()]]
+    return any(_takes(g.copy(), tokenizer, ids) for ids in spellings)
+
+
+def _takes(g, tokenizer, ids: list[int]) -> bool:
+    """Whether matcher `g` takes the tokens `ids`, each allowed by its mask, and then EOS."""
+    width = tokenizer.vocab_size + PAD
+    for t in ids:
+        if not mask_row(g, width)[t]:
+            return False
+        g.accept_token(t)
+    return bool(mask_row(g, width)[tokenizer.eos_token_id])
+
+
+# (libraries, schema, spellings with an escape the grammar must not take, texts it still takes)
+ESCAPED_KEYS = [
+    # the stranger's cases
+    (["llguidance"], {"properties": {"a": INT}}, ['{"\\u0061": "x"}'], ['{"a": 1}', '{"b": "x"}', '{"a": 1, "b": 2}']),
+    (
+        ["llguidance"],
+        {"type": "object", "properties": {"a": INT}, "required": ["a"]},
+        ['{"a": 1, "\\u0061": "x"}'],
+        ['{"a": 1, "b": "x"}'],
+    ),
+    (
+        LIBRARIES[::2],
+        _OPEN_A,
+        ['{"\\u0061": "x"}', '{"\\u0062": 1}', '{"\\"": 1}'],
+        ['{"a": 1}', '{"b": 1}', '{"é": 1}'],
+    ),
+    (LIBRARIES[::2], _STRING_EXTRAS, ['{"a": 1, "\\u0061": "x"}'], ['{"a": 1, "b": "x"}', '{"a": 1, "ab": "x"}']),
+    (
+        LIBRARIES[::2],
+        {"type": "object", "additionalProperties": True, "properties": {"a": {"const": 1}}},
+        ['{"\\u0061": 2}'],
+        ['{"a": 1}', '{"b": 2}'],
+    ),
+    (
+        LIBRARIES[::2],
+        {"type": "object", "patternProperties": {"^a": INT}, "additionalProperties": False},
+        ['{"\\u0061b": 1}'],
+        ['{"ab": 1}'],
+    ),
+    # the same hole elsewhere: nested, in an array's items, through $ref, in an anyOf branch
+    (
+        LIBRARIES[::2],
+        {"type": "object", "properties": {"o": _STRING_EXTRAS}, "additionalProperties": S},
+        ['{"o": {"a": 1, "\\u0061": "x"}}', '{"\\u006f": "x"}'],
+        ['{"o": {"a": 1, "c": "x"}, "p": "x"}'],
+    ),
+    (
+        LIBRARIES[::2],
+        {"$defs": {"o": _OPEN_A}, "type": "array", "items": {"$ref": "#/$defs/o"}},
+        ['[{"b": 1}, {"\\u0061": "x"}]'],
+        ['[{"a": 1}, {"b": "x"}]'],
+    ),
+    (LIBRARIES[::2], {"anyOf": [_STRING_EXTRAS, INT]}, ['{"a": 1, "\\u0061": "x"}'], ['{"a": 1, "b": "x"}', "1"]),
+    # listed names that need an escape, or have one a writer may use, are still written as listed
+    (
+        LIBRARIES[::2],
+        {"type": "object", "properties": {'a"b': INT, "é": INT, "😀": INT, "a/b": INT}, "additionalProperties": S},
+        ['{"a\\u0022b": "x"}', '{"\\u00e9": "x"}', '{"\\ud83d\\ude00": "x"}', '{"a\\/b": "x"}'],
+        ['{"a\\"b": 1}', '{"é": 1}', '{"😀": 1}', '{"a/b": 1}', '{"éé": "x"}', '{"": "x"}'],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "names, schema, escaped, plain", ESCAPED_KEYS, ids=[f"escaped-key-{i}" for i in range(len(ESCAPED_KEYS))]
+)
+def test_a_key_written_with_an_escape_is_not_an_extra_key(backends, tokenizer, names, schema, escaped, plain):
+    for name in names:
+        for text in escaped:
+            assert not reachable(backends[name], tokenizer, schema, text), (name, schema, text)
+        for text in plain:
+            jsonschema.validate(json.loads(text), schema)
+            assert reachable(backends[name], tokenizer, schema, text), (name, schema, text)
+
+
+_NAME = st.text(st.sampled_from('ab"\\\né😀/'), max_size=3)
+
+
+def _spelled(key: str, how: str) -> str:
+    """`key` as a JSON string: as json.dumps writes it (ASCII or not), or every UTF-16 unit escaped."""
+    if how == "escaped":
+        units = key.encode("utf-16-be")
+        return '"' + "".join(f"\\u{int.from_bytes(units[i : i + 2], 'big'):04x}" for i in range(0, len(units), 2)) + '"'
+    return json.dumps(key, ensure_ascii=how == "ascii")
+
+
+@pytest.mark.parametrize("name", LIBRARIES[::2])
+@settings(max_examples=30, deadline=None)
+@given(
+    listed=st.lists(_NAME, min_size=1, max_size=3, unique=True),
+    key=_NAME,
+    how=st.sampled_from(["ascii", "raw", "escaped"]),
+    extra=st.sampled_from([True, S]),
+)
+@example(listed=["a"], key="a", how="escaped", extra=True)
+def test_an_extra_key_is_taken_exactly_when_it_is_unlisted_and_written_raw(
+    backends, tokenizer, name, listed, key, how, extra
+):
+    """`{KEY: "x"}` under listed integer properties: taken exactly when the key decodes to a name
+    that is not listed and its spelling has no escape (the cost: an extra key there holds no
+    `"`, `\\` or control character); whatever is taken validates."""
+    schema = {"type": "object", "properties": {n: INT for n in listed}, "additionalProperties": extra}
+    text = "{" + _spelled(key, how) + ': "x"}'
+    expected = key not in listed and "\\" not in _spelled(key, how)
+    assert reachable(backends[name], tokenizer, schema, text) == expected, (schema, text)
+    if expected:
+        jsonschema.validate(json.loads(text), schema)

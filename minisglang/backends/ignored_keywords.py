@@ -23,8 +23,10 @@ from typing import Any
 from ..constrained.json_pointer import resolve_pointer
 from ..constrained.json_schema import FORMATS
 from ..constrained.json_schema.keywords import _NUMBER_BOUNDS, ANNOTATION_KEYWORDS
+from ..constrained.json_schema.string_chars import RAW_STRING_CHARACTERS, _intersect
 from ..constrained.json_schema.values import _decimal as checked_number
-from ..constrained.python_regex import nullable
+from ..constrained.python_regex import complement, normalize, nullable
+from ..constrained.regex_ast import Regex, alt, chars, concat, lit, repeat
 from ..constrained.regex_dfa import RegexError
 from ..constrained.regex_search import searches
 from ..constrained.structural_tag import TriggerPrefixes
@@ -241,6 +243,49 @@ def requires_unlisted(schema: SchemaObject) -> bool:
     properties = schema.get("properties")
     listed = properties if isinstance(properties, dict) else {}
     return isinstance(schema["required"], list) and any(name not in listed for name in schema["required"])
+
+
+def listed_names(schema: SchemaObject) -> list[str]:
+    """The names `properties` lists (none where it is not a map)."""
+    properties = schema.get("properties")
+    return list(properties) if isinstance(properties, dict) else []
+
+
+def allows_keys(schema: SchemaObject, keyword: str, absent: bool = False) -> bool:
+    """Whether `keyword` (additionalProperties, unevaluatedProperties) lets some key through:
+    anything but `false` (`absent`: what the library reads when it is not written)."""
+    return schema.get(keyword, absent) is not False
+
+
+_Trie = dict[str, "_Trie"]  # (a letter -> the names' trie below it; "" -> {}: a name ends here)
+
+
+def unlisted_raw_names(names: list[str]) -> Regex:
+    """Every name of raw characters (none of `"`, `\\`, U+0000-U+001F, which JSON writes only
+    escaped) but `names`, as a regex over the name, which is also its JSON text: the extra keys
+    the xgrammar and llguidance adapters let through, as their libraries matched a key against
+    the listed names as spelled (`"\\u0061"` was an extra key, read as `a` by every JSON
+    parser: a stranger's fuzzer). A trie of the names: each node's options a step off the trie
+    (then any raw characters) or down one letter, and the node itself where no name ends there.
+    (A name that needs an escape no raw name equals.)"""
+    trie: _Trie = {}
+    for name in names:
+        if all(any(lo <= ord(c) <= hi for lo, hi in RAW_STRING_CHARACTERS) for c in name):
+            node = trie
+            for c in name:
+                node = node.setdefault(c, {})
+            node[""] = {}  # (a name ends here)
+    rest = repeat(chars(RAW_STRING_CHARACTERS), 0, None)
+
+    def body(node: _Trie) -> Regex | None:
+        letters = sorted(c for c in node if c)
+        off = _intersect(RAW_STRING_CHARACTERS, list(complement(normalize((ord(c), ord(c)) for c in letters))))
+        options = [concat(chars(off), rest) if off else None, *(concat(lit(c), body(node[c])) for c in letters)]
+        return alt(options) if "" in node else repeat(alt(options), 0, 1)
+
+    whole = body(trie)
+    assert whole is not None  # (a raw name off the trie is always left)
+    return whole
 
 
 def pattern_meets_listed_name(schema: SchemaObject) -> bool:

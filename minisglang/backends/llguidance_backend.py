@@ -71,6 +71,7 @@ from ..constrained.json_schema import InvalidSchemaError, load_schema
 # the ASCII reading ECMA-262 shares), from our compiler's pattern translation.
 from ..constrained.json_schema.patterns import _item_ranges as item_ranges
 from ..constrained.python_regex import portable_regex
+from ..constrained.regex_ast import render
 from .base import (
     BaseGrammarBackend,
     BaseGrammarObject,
@@ -84,15 +85,18 @@ from .ignored_keywords import (
     REPEATED_KEYS,
     IgnoredKeyword,
     SchemaObject,
+    allows_keys,
     as_object_schema,
     format_as_pattern,
     inclusive_number_bounds,
     is_whole,
+    listed_names,
     parsed_pattern,
     pattern_rules,
     refuse_ignored_keywords,
     refuse_unused_triggers,
     rewrite_subschemas,
+    unlisted_raw_names,
 )
 
 try:  # Python's own regex parser, to read a `pattern` as jsonschema's `re` does
@@ -223,7 +227,32 @@ IGNORED = (
         _fractional_multiple,
     ),
     REPEATED_KEYS,
+    # (it matches a key against the patterns as spelled: `{"\u0061b": "x"}` came out under `^a`
+    # integers, an extra key to it; with extra keys forbidden only a pattern's spellings are left)
+    IgnoredKeyword(
+        "patternProperties",
+        "unless 'additionalProperties' is false (a key written with an escape, `\\u0061b`, was not "
+        "matched against the patterns and took the extra keys' schema)",
+        lambda s: allows_keys(s, "additionalProperties", absent=True),
+    ),
 )
+
+
+# --------------------------------------------- JSON Schema: extra keys written without escapes
+# llguidance writes an extra key as any JSON string, escapes and all, and matches it against the
+# listed names as spelled: `{"\u0061": "x"}` came out under `a`'s integer schema, though every
+# JSON parser reads the key as `a` (a stranger's fuzzer). A `patternProperties` pattern it holds
+# to the spellings it writes for a `pattern`, which have no `\u0061` for `a`; so an object's
+# extra keys become one pattern's (`unlisted_raw_names`), and `additionalProperties` false.
+def _escape_free_extra_keys(schema: SchemaObject, pointer: str) -> SchemaObject:
+    """An object's extra keys as one pattern's keys (above), where it lists properties (a user's
+    `patternProperties` beside extra keys is refused before). The pattern leaves out the listed
+    names: llguidance holds a listed name a pattern matches to both schemas."""
+    extra = schema.get("additionalProperties", True)
+    if not listed_names(schema) or extra is False:
+        return schema
+    pattern = f"^(?:{render(unlisted_raw_names(listed_names(schema)))})$"
+    return {**schema, "patternProperties": {pattern: extra}, "additionalProperties": False}
 
 
 # ------------------------------------------------- JSON Schema: number bounds llguidance can hold
@@ -680,7 +709,8 @@ def enforced_schema(schema: Any) -> Any:
     schema to apply options")."""
     refuse_ignored_keywords(schema, IGNORED, "llguidance", "llguidance")
     schema = rewrite_subschemas(as_object_schema(schema), SAFE_BOUNDS)
-    return rewrite_subschemas(schema, format_as_pattern)
+    schema = rewrite_subschemas(schema, format_as_pattern)
+    return rewrite_subschemas(schema, _escape_free_extra_keys)
 
 
 # A JSON number can go on with these; llguidance's lexer is greedy, so an end starting with

@@ -57,7 +57,7 @@ from ..constrained.json_schema import InvalidSchemaError, UnsupportedSchemaError
 from ..constrained.json_schema.patterns import _pattern_regex as pattern_over_json_text
 from ..constrained.json_schema.string_chars import COUNTED_STRING_CHAR
 from ..constrained.python_regex import WrittenTooLong, portable_regex
-from ..constrained.regex_ast import render
+from ..constrained.regex_ast import Regex, render
 from ..constrained.work_slices import CompileCancelled, outside
 from .base import (
     CHILD_OPTIONS,
@@ -75,12 +75,14 @@ from .ignored_keywords import (
     REPEATED_KEYS,
     IgnoredKeyword,
     SchemaObject,
+    allows_keys,
     beside,
     beside_validation,
     format_as_pattern,
     inclusive_number_bounds,
     is_whole,
     json_pointer,
+    listed_names,
     not_a_local_pointer,
     number_bound,
     overlapping_branches,
@@ -91,6 +93,7 @@ from .ignored_keywords import (
     requires_unlisted,
     rewrite_subschemas,
     type_outside_branches,
+    unlisted_raw_names,
     values_outside_type,
 )
 
@@ -239,6 +242,10 @@ _SHORT_NUMBERS = (
     f"when no number of at most {XGRAMMAR_FRACTION_DIGITS} fraction digits lies in the bounds (it writes none)"
 )
 
+# The keywords through which an object takes keys 'properties' does not list.
+_EXTRA_KEYS = ("additionalProperties", "unevaluatedProperties")
+
+
 IGNORED = (
     *EMPTY_ARRAYS,
     *INEXACT_INTEGERS,
@@ -275,6 +282,19 @@ IGNORED = (
         lambda s: isinstance(s["properties"], dict) and any(v is False for v in s["properties"].values()),
     ),
     IgnoredKeyword("patternProperties", "for a name 'properties' lists", pattern_meets_listed_name),
+    # (`{"b": "x"}` came out under `"^b"` integers beside `additionalProperties` strings)
+    IgnoredKeyword(
+        "patternProperties",
+        "beside 'additionalProperties' or 'unevaluatedProperties' that allows keys (a key a pattern "
+        "matches may take their schema)",
+        lambda s: any(allows_keys(s, k) for k in _EXTRA_KEYS),
+    ),
+    # (`{"abcd": 1}` came out under `maxLength: 3` names; and the escape-free rule below is one)
+    IgnoredKeyword(
+        "propertyNames",
+        "beside 'properties' (it checks only the keys 'properties' does not list)",
+        lambda s: bool(listed_names(s)),
+    ),
     # (found by a stranger's fuzzer: `{"xy": 1}` under `^x` strings and `y$` integers)
     IgnoredKeyword(
         "patternProperties",
@@ -353,6 +373,12 @@ def _length_as_pattern(schema: SchemaObject, pointer: str) -> SchemaObject:
     return schema
 
 
+def _json_text_regex(regex: Regex, what: str) -> str:
+    """`regex` (over a string's JSON text) as anchored regex text that xgrammar reads right."""
+    text = optional_as_count(render(regex))  # (a rewrite below writes `{0,1}` itself)
+    return f"^(?:{_without_empty_repeats(text, text, what, json_text=True)})$"
+
+
 def _over_json_text(pattern: str, where: str, what: str, thing: str) -> str:
     """`pattern` (over a decoded string) as an anchored regex over the string's JSON text:
     our compiler's translation, which writes each character the way JSON allows and refuses
@@ -364,8 +390,7 @@ def _over_json_text(pattern: str, where: str, what: str, thing: str) -> str:
         raise GrammarError(str(e)) from e
     if translated is None:
         raise GrammarError(f"{what} {pattern!r} at {where} matches no {thing}")
-    regex = optional_as_count(render(translated))  # (a rewrite below writes `{0,1}` itself)
-    return f"^(?:{_without_empty_repeats(regex, regex, f'{what} {pattern!r} at {where}', json_text=True)})$"
+    return _json_text_regex(translated, f"{what} {pattern!r} at {where}")
 
 
 def _pattern_properties_as_json_text(schema: SchemaObject, pointer: str) -> SchemaObject:
@@ -381,6 +406,20 @@ def _pattern_properties_as_json_text(schema: SchemaObject, pointer: str) -> Sche
         for name_pattern, sub in names.items()
     }
     return {**schema, "patternProperties": rewritten}
+
+
+def _escape_free_extra_keys(schema: SchemaObject, pointer: str) -> SchemaObject:
+    """An object's extra keys kept to `unlisted_raw_names`, where it lists properties: xgrammar
+    matched a key against the listed names as spelled, so `{"\\u0061": "x"}` broke `a`'s integer
+    schema (a stranger's fuzzer). As a `propertyNames` pattern, which xgrammar checks on extra
+    keys only (a user's own beside `properties` is refused before) and which takes the place of
+    its own "not a listed name" (so it leaves the listed names out), read over the key's JSON
+    text, which for raw characters is the name itself."""
+    names = listed_names(schema)
+    if names and any(allows_keys(schema, k) for k in _EXTRA_KEYS):
+        pattern = _json_text_regex(unlisted_raw_names(names), f"the extra keys' pattern at {pointer}")
+        schema["propertyNames"] = {"type": "string", "pattern": pattern}
+    return schema
 
 
 def _pattern_as_json_text(schema: SchemaObject, pointer: str) -> SchemaObject:
@@ -752,9 +791,17 @@ class XGrammarBackend(BaseGrammarBackend):
         schema = rewrite_subschemas(schema, _whole_integer_bounds)  # (before the rules, which read whole bounds)
         refuse_ignored_keywords(schema, IGNORED, "xgrammar", "xgrammar")
         schema = rewrite_subschemas(schema, EXACT_BOUNDS)  # (after the rules, which name the user's bounds)
-        # (lengths last: their pattern is written over the string's JSON text already, and a
-        # length beside a pattern or format was refused above)
-        for step in (format_as_pattern, _pattern_as_json_text, _pattern_properties_as_json_text, _length_as_pattern):
+        # (lengths after patterns: their pattern is written over the string's JSON text already,
+        # and a length beside a pattern or format was refused above; the extra keys' pattern
+        # last, written over JSON text by its own step)
+        steps = (
+            format_as_pattern,
+            _pattern_as_json_text,
+            _pattern_properties_as_json_text,
+            _length_as_pattern,
+            _escape_free_extra_keys,
+        )
+        for step in steps:
             schema = rewrite_subschemas(schema, step)
         return schema
 
