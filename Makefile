@@ -94,4 +94,4 @@ STAGE_SUITES = tests/test_constrained_generation.py tests/test_stream_stop.py
 test-stage: setup
 	@case "$(S)" in s[1-7]) ;; *) echo "say which stage, s1 to s7: make test-stage S=s4"; exit 2;; esac
 	$(PYTEST) -n 2 --dist worksteal --timeout-method=thread --durations=10 --stage=$(S) \
-		$(wildcard tests/test_stage_$(S).py tests/test_exercises_$(S).py) $(STAGE_SUITES)
+		$(wildcard tests/test_stage_$(S).py tests/test_stage_$(S)_*.py tests/test_exercises_$(S).py) $(STAGE_SUITES)

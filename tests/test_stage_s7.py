@@ -597,7 +597,7 @@ def test_the_mask_chains_library_calls_are_charged_as_s6_charges_them(algorithm,
     """s5 times each library mask and token (native code no slice can cut) and charges it to
     its request: one past max_grammar_call_seconds aborts it. s7's mask chain filled a row
     per draft (and row 0) uncharged, and a seeded sample verifies at every step: with 1 s
-    masks (a fake clock, as tests/test_stage_s5.py makes them) it ran to its length limit,
+    masks (a fake clock, as tests/test_stage_s5_budget.py makes them) it ran to its length limit,
     25 masks of a second each on the scheduler thread, where s6 aborts at the first charged
     one (found by helper spec_attack). The bystander goes on."""
     engine = sgl.Engine(
