@@ -284,6 +284,8 @@ ENFORCED = {
         {**INT, "minimum": 1},
         {**S, "pattern": "^[^\\n]$"},
         {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+        # (each object's extra keys one pattern: two different ones in an allOf were "not disjoint")
+        {"allOf": [{"properties": {"a": INT}, "required": ["a"]}, {"properties": {"b": S}, "required": ["b"]}]},
     ],
 }
 

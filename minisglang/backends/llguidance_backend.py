@@ -246,12 +246,16 @@ IGNORED = (
 # extra keys become one pattern's (`unlisted_raw_names`), and `additionalProperties` false.
 def _escape_free_extra_keys(schema: SchemaObject, pointer: str) -> SchemaObject:
     """An object's extra keys as one pattern's keys (above), where it lists properties (a user's
-    `patternProperties` beside extra keys is refused before). The pattern leaves out the listed
-    names: llguidance holds a listed name a pattern matches to both schemas."""
+    `patternProperties` beside extra keys is refused before). llguidance holds a listed name a
+    pattern matches to both schemas, so the pattern leaves the listed names out where the extra
+    keys' schema says something; where it allows anything the pattern is every raw name, one
+    text in every object (two different ones in the branches of an `allOf` it refused as "not
+    disjoint")."""
     extra = schema.get("additionalProperties", True)
     if not listed_names(schema) or extra is False:
         return schema
-    pattern = f"^(?:{render(unlisted_raw_names(listed_names(schema)))})$"
+    names = [] if extra in (True, {}) else listed_names(schema)
+    pattern = f"^(?:{render(unlisted_raw_names(names))})$"
     return {**schema, "patternProperties": {pattern: extra}, "additionalProperties": False}
 
 
