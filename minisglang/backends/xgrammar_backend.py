@@ -418,7 +418,7 @@ def _escape_free_extra_keys(schema: SchemaObject, pointer: str) -> SchemaObject:
     names = listed_names(schema)
     if names and any(allows_keys(schema, k) for k in _EXTRA_KEYS):
         pattern = _json_text_regex(unlisted_raw_names(names), f"the extra keys' pattern at {pointer}")
-        schema["propertyNames"] = {"type": "string", "pattern": pattern}
+        return {**schema, "propertyNames": {"type": "string", "pattern": pattern}}
     return schema
 
 
