@@ -75,6 +75,21 @@ IGNORED_CASES = [
     # escaped spelling, `{"\u0061b": "x"}` under `^a` integers; xgrammar let `{"b": "x"}` take the
     # extra keys' schema beside a `^b` pattern, and checked no listed name against propertyNames)
     ("llguidance", {"type": "object", "patternProperties": {"^a": INT}}, "patternProperties", "#"),
+    # (a stranger's fuzzer: extra keys kept to raw names left a required `\n` or `a\b` unwritable,
+    # and llguidance called the schema unsatisfiable)
+    ("llguidance", {"type": "object", "properties": {"a": INT}, "required": ["\n"]}, "required", "#"),
+    (
+        "llguidance",
+        {"properties": {"a": INT}, "required": ['a"b'], "additionalProperties": S},
+        "required",
+        "#",
+    ),
+    (
+        "llguidance",
+        {"allOf": [{"properties": {"a\\b": {"const": 1}}, "required": ["a\\b"]}, {"properties": {"b": INT}}]},
+        "allOf",
+        "#",
+    ),
     (
         "llguidance",
         {"type": "array", "items": {"properties": {"a": S}, "patternProperties": {"^b": INT}}},
@@ -286,6 +301,9 @@ ENFORCED = {
         {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
         # (each object's extra keys one pattern: two different ones in an allOf were "not disjoint")
         {"allOf": [{"properties": {"a": INT}, "required": ["a"]}, {"properties": {"b": S}, "required": ["b"]}]},
+        # (a name written only escaped, required where no listed properties keep extra keys raw, or listed)
+        {"type": "object", "required": ["\n"]},
+        {"type": "object", "properties": {'a"b': INT}, "required": ['a"b']},
     ],
 }
 

@@ -257,6 +257,32 @@ def allows_keys(schema: SchemaObject, keyword: str, absent: bool = False) -> boo
     return schema.get(keyword, absent) is not False
 
 
+def is_raw_name(name: str) -> bool:
+    """Whether JSON writes `name` with no escape: none of `"`, `\\`, U+0000-U+001F in it."""
+    return all(any(lo <= ord(c) <= hi for lo, hi in RAW_STRING_CHARACTERS) for c in name)
+
+
+def escaped_name_as_extra_key(schema: SchemaObject) -> bool:
+    """A name JSON writes only escaped that an object here must take as an extra key: one that
+    this object or an `allOf` branch of it requires, where an object that lists properties,
+    not that name, allows extra keys. The adapters keep such an object's extra keys to raw
+    names (`unlisted_raw_names`), so the name could not be written (llguidance then called
+    the schema unsatisfiable: a stranger's fuzzer, `"required": ["\\n"]` beside `properties`)."""
+    branches = schema.get("allOf")
+    objects = [schema, *(b for b in branches if isinstance(b, dict))] if isinstance(branches, list) else [schema]
+    needed = {
+        name
+        for o in objects
+        if isinstance(o.get("required"), list)
+        for name in o["required"]
+        if isinstance(name, str) and not is_raw_name(name)
+    }
+    return any(
+        listed_names(o) and allows_keys(o, "additionalProperties", absent=True) and not needed <= set(listed_names(o))
+        for o in objects
+    )
+
+
 _Trie = dict[str, "_Trie"]  # (a letter -> the names' trie below it; "" -> {}: a name ends here)
 
 
@@ -270,7 +296,7 @@ def unlisted_raw_names(names: list[str]) -> Regex:
     (A name that needs an escape no raw name equals.)"""
     trie: _Trie = {}
     for name in names:
-        if all(any(lo <= ord(c) <= hi for lo, hi in RAW_STRING_CHARACTERS) for c in name):
+        if is_raw_name(name):
             node = trie
             for c in name:
                 node = node.setdefault(c, {})

@@ -87,6 +87,7 @@ from .ignored_keywords import (
     SchemaObject,
     allows_keys,
     as_object_schema,
+    escaped_name_as_extra_key,
     format_as_pattern,
     inclusive_number_bounds,
     is_whole,
@@ -234,6 +235,18 @@ IGNORED = (
         "unless 'additionalProperties' is false (a key written with an escape, `\\u0061b`, was not "
         "matched against the patterns and took the extra keys' schema)",
         lambda s: allows_keys(s, "additionalProperties", absent=True),
+    ),
+    # (the extra keys' pattern below has raw names only; the rule is read where `required` is, and
+    # where an `allOf` puts one branch's required name beside another branch's listed properties)
+    *(
+        IgnoredKeyword(
+            keyword,
+            "for a name written only with an escape (a quote, a backslash, a control character) that an "
+            "object listing other properties takes as an extra key (this adapter keeps extra keys to "
+            "names of raw characters: a key written with an escape was not matched against the listed names)",
+            escaped_name_as_extra_key,
+        )
+        for keyword in ("required", "allOf")
     ),
 )
 
