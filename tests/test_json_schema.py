@@ -859,3 +859,26 @@ def test_a_requests_schema_text_is_parsed_once(monkeypatch):
         assert len(loads) == 1 and parses == [], (loads, parses)
     finally:
         backend.shutdown()
+
+
+
+def test_a_schemas_long_strings_are_not_kept_after_its_compile():
+    """The compiler's caches keyed by a schema's own strings (keys, consts and enum values,
+    a `not`'s words; their regex text) keep only short ones: a client's 50 KB property names
+    were kept ~150 KiB a schema, refused or not, ~180 MiB per 1,000 requests (a stranger's
+    soak test). Short ones are still remembered (keys come back in every schema)."""
+    from minisglang.constrained import regex_ast
+    from minisglang.constrained.json_schema import string_chars
+
+    for write, cache in [
+        (regex_ast._escaped_text, regex_ast._remembered_escape),
+        (string_chars._string_literal, string_chars._remembered_string_literal),
+        (lambda text: string_chars._string_except([text, "b"]), string_chars._remembered_string_except),
+    ]:
+        before = cache.cache_info().currsize
+        write("k" * (regex_ast.REMEMBERED_TEXT_CHARS + 1))
+        assert cache.cache_info().currsize == before, f"{cache.__name__} kept a long text"
+        write(f"short {id(cache)}")
+        assert cache.cache_info().currsize == before + 1, f"{cache.__name__} no longer keeps a short text"
+    schema = {"type": "object", "properties": {"k" * 50_000: {"const": "w" * 50_000}}, "required": ["k" * 50_000]}
+    assert re.fullmatch(build_regex_from_schema(json.dumps(schema)), json.dumps({"k" * 50_000: "w" * 50_000}))

@@ -44,10 +44,25 @@ REF_CHARS = len("(?@ref:") + 16 + len(")")
 _PLAIN_TEXT = re.compile(r"[^\\.^$*+?()\[\]{}|]*")
 
 
-@functools.lru_cache(maxsize=16384)
+# The longest text the caches keyed by a schema's own strings remember (here and in
+# json_schema/string_chars.py); a longer one is worked out again each time. They are bounded by
+# count only, and a client's 50 KB property names were kept ~150 KiB a schema, refused or not,
+# until the count filled: ~180 MiB per 1,000 requests (a stranger's soak test).
+REMEMBERED_TEXT_CHARS = 256
+
+
 def _escaped_text(text: str) -> str:
     """`text` as regex text (`a.b` is `a\\.b`): a Text node's size and its rendering,
-    worked out once per text (keys and punctuation come back in every schema)."""
+    worked out once per short text (keys and punctuation come back in every schema)."""
+    return _remembered_escape(text) if len(text) <= REMEMBERED_TEXT_CHARS else _escape_text(text)
+
+
+@functools.lru_cache(maxsize=16384)
+def _remembered_escape(text: str) -> str:
+    return _escape_text(text)
+
+
+def _escape_text(text: str) -> str:
     if text.isascii() and text.isprintable() and _PLAIN_TEXT.fullmatch(text):
         return text
     return "".join(_escape_char(c, in_class=False) for c in text)

@@ -16,6 +16,7 @@ from minisglang.constrained.json_schema.regex_parts import (
     rx,
 )
 from minisglang.constrained.python_regex import MAX_CODE_POINT, normalize
+from minisglang.constrained.regex_ast import REMEMBERED_TEXT_CHARS
 from minisglang.constrained.regex_dfa import SURROGATES, _complement, _remove_surrogates
 
 Ranges = list[tuple[int, int]]  # sorted, disjoint, inclusive code point ranges
@@ -173,15 +174,22 @@ COUNTED_STRING_CHAR_NODE = rx(COUNTED_STRING_CHAR)
 
 def _string_except(words: list[str]) -> Regex:
     """A JSON string whose decoded text is none of `words` (a trie: at each node the
-    string ends, or takes a character no word continues with, or follows a word)."""
-    return _string_except_set(frozenset(words))
+    string ends, or takes a character no word continues with, or follows a word).
+    Remembered when the words are short (REMEMBERED_TEXT_CHARS in all): a `not` of a const
+    string is written once per branch and per expansion of a recursive definition
+    (codeship-steps.json's if/then/else chain asked for the same few words 205 times, ~40%
+    of its compile), and a tree is never changed."""
+    key = frozenset(words)
+    short = sum(map(len, key)) <= REMEMBERED_TEXT_CHARS
+    return _remembered_string_except(key) if short else _write_string_except(key)
 
 
 @functools.lru_cache(maxsize=1024)
-def _string_except_set(words: frozenset[str]) -> Regex:
-    """`_string_except`, remembered: a `not` of a const string is written once per branch
-    and per expansion of a recursive definition (codeship-steps.json's if/then/else chain
-    asked for the same few words 205 times, ~40% of its compile), and a tree is never changed."""
+def _remembered_string_except(words: frozenset[str]) -> Regex:
+    return _write_string_except(words)
+
+
+def _write_string_except(words: frozenset[str]) -> Regex:
     any_rest = _repeat(STRING_CHAR_NODE, 0, None)
 
     def rest(suffixes: frozenset[str]) -> Regex | None:
@@ -201,11 +209,20 @@ def _string_except_set(words: frozenset[str]) -> Regex:
     return out
 
 
-@functools.lru_cache(maxsize=16384)
 def _string_literal(text: str) -> Regex:
     """The JSON string `text`, each character in any form json.dumps may write it;
-    remembered: an object's keys are written again at each level of a recursion and in
-    schema after schema (a tree is never changed, so compiles may share one)."""
+    remembered when short (REMEMBERED_TEXT_CHARS): an object's keys are written again at each
+    level of a recursion and in schema after schema (a tree is never changed, so compiles
+    may share one)."""
+    return _remembered_string_literal(text) if len(text) <= REMEMBERED_TEXT_CHARS else _write_string_literal(text)
+
+
+@functools.lru_cache(maxsize=16384)
+def _remembered_string_literal(text: str) -> Regex:
+    return _write_string_literal(text)
+
+
+def _write_string_literal(text: str) -> Regex:
     lone = next((ch for ch in text if 0xD800 <= ord(ch) <= 0xDFFF), None)
     if lone is not None:  # (no raw UTF-8 writing: the assert below failed with no message)
         raise UnsupportedSchemaError(
