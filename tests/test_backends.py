@@ -736,3 +736,29 @@ def test_a_cancelled_compile_does_not_drop_the_compile_a_later_request_started(t
     finally:
         go.set()
         backend.shutdown()
+
+
+def test_a_failed_compile_counts_its_text_against_the_cache_bytes(tokenizer):
+    """A failed compile is cached (its requests get its message) under its key, the request's
+    text; that text counted as 0 bytes, so 150 refused 1 MB schemas held 122 MiB under a
+    48 MiB bound and /metrics said 0 bytes (a stranger's soak test). Every entry counts its
+    key's text now, and the bound evicts refused ones as it does compiled ones."""
+    from minisglang.backends.base import BaseGrammarBackend
+
+    class Refusing(BaseGrammarBackend):
+        name, kinds = "refusing", frozenset({"regex"})
+
+        def compile(self, kind, text):
+            raise GrammarError("never")
+
+    backend = Refusing(tokenizer, tokenizer.vocab_size, max_bytes=300_000, threads=1)
+    try:
+        for i in range(8):
+            value, ready = backend.get_cached_or_future_value("regex", f"{i}" + "x" * 100_000)
+            grammar = value if ready else value.result(timeout=10)
+            assert isinstance(grammar, InvalidGrammarObject)
+        stats = backend.stats()
+        assert 100_000 < stats["cache_bytes"] <= 300_000 + 100_100, stats
+        assert stats["cache_entries"] < 8, stats
+    finally:
+        backend.shutdown()
