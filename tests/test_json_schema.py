@@ -861,7 +861,6 @@ def test_a_requests_schema_text_is_parsed_once(monkeypatch):
         backend.shutdown()
 
 
-
 def test_a_schemas_long_strings_are_not_kept_after_its_compile():
     """The compiler's caches keyed by a schema's own strings (keys, consts and enum values,
     a `not`'s words; their regex text) keep only short ones: a client's 50 KB property names
