@@ -21,7 +21,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_engine import assert_no_leak
-from test_stage_s5 import make_masks_slow
+from test_stage_s5_budget import make_masks_slow
 
 import minisglang as sgl
 from minisglang.backends.base import BaseGrammarObject, InvalidGrammarObject, get_backend_class
