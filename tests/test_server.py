@@ -864,3 +864,24 @@ def test_every_route_fills_what_a_request_does_not_give_from_the_checkpoints_sam
             }
             for route, answers in texts.items():
                 assert (len(set(answers)) == 1) == (temperature is None), (route, temperature, answers)
+
+
+def test_an_idle_server_keeps_no_handle_of_a_finished_compile():
+    """The loop keeps each client's compiles in flight (`compiling`, for the per-client limit);
+    a handle holds its grammar, and finished ones were let go only when the next grammar
+    request came: an idle server kept the last ones (~15 MB each after big schemas, after the
+    grammar cache had let them go: a stranger's soak test). Now also when the loop runs out
+    of work."""
+    engine = sgl.Engine(max_running_requests=4)
+    app = create_app(engine)
+    with serving_in_thread(app) as url, httpx.Client(timeout=60) as http:
+        loop = app.state.server.loop
+        for i in range(3):
+            schema = {"type": "object", "properties": {f"k{i}": {"type": "integer"}}, "required": [f"k{i}"]}
+            body = {"text": "Hi", "sampling_params": {"max_new_tokens": 16, "json_schema": json.dumps(schema)}}
+            r = http.post(url + "/generate", json=body)
+            assert r.status_code == 200, r.text
+        deadline = time.monotonic() + 10
+        while loop.compiling and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert loop.compiling == {}, loop.compiling

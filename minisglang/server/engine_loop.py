@@ -176,12 +176,25 @@ class EngineLoop:
             self.idle_since = None
         elif self.idle_since is None:
             self.idle_since = now
+            self._forget_finished_compiles()
         guard, options = self.gc_guard, self.options
         if guard is None or not guard.unreclaimed:
             return
         idle_long = self.idle_since is not None and 0 < options.gc_reclaim_idle_seconds <= now - self.idle_since
         if idle_long or 0 < options.gc_reclaim_after_freezes <= guard.unreclaimed:
             guard.reclaim()
+
+    def _forget_finished_compiles(self) -> None:
+        """Drop the handles of finished compiles from `compiling`: a handle holds its grammar,
+        and forgotten only when the next grammar request came, the last ones stayed while
+        the server sat idle (~15 MB each after big schemas, after the grammar cache had let
+        them go: a stranger's soak test). Now also when the loop runs out of work."""
+        for who in list(self.compiling):
+            left = {g: h for g, h in self.compiling[who].items() if not self.engine.compile_done(h)}
+            if left:
+                self.compiling[who] = left
+            else:
+                del self.compiling[who]
 
     def _fail_all(self, error: Exception, abort: bool) -> None:
         for rid, (_req, q, loop, _) in list(self.active.items()):
@@ -226,11 +239,7 @@ class EngineLoop:
             # still waits: a compile goes on after its client leaves, so counting only waiters
             # let a client that leaves and asks again queue compiles without end (others' then
             # timed out). One more request for any of them shares its compile.
-            for who in list(self.compiling):
-                left = {g: h for g, h in self.compiling[who].items() if not engine.compile_done(h)}
-                self.compiling[who] = left
-                if not left:
-                    del self.compiling[who]
+            self._forget_finished_compiles()
             mine = self.compiling.get(client, {})
             # A grammar compiled (or compiling) already costs nothing more: never refused.
             if (
