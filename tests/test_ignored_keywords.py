@@ -28,7 +28,7 @@ from grammar_backends import (
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from minisglang.backends.base import InvalidGrammarObject
+from minisglang.backends.base import GrammarError, InvalidGrammarObject
 from minisglang.backends.ignored_keywords import IgnoredKeywordError
 
 backends = backends_fixture(*BACKENDS)
@@ -745,6 +745,26 @@ def test_a_key_written_with_an_escape_is_not_an_extra_key(backends, tokenizer, n
         for text in plain:
             jsonschema.validate(json.loads(text), schema)
             assert reachable(backends[name], tokenizer, schema, text), (name, schema, text)
+
+
+@pytest.mark.parametrize("name", ["xgrammar", "llguidance"])
+def test_a_listed_name_too_long_to_leave_out_of_the_extra_keys_is_refused_by_name(backends, tokenizer, name):
+    """The extra keys' pattern nests a few groups per letter of a listed name: a 64-letter name
+    passed llguidance's 250 nested parentheses and a 90-letter one our check of xgrammar's regex,
+    each refused in words about a regex the user never wrote. Past the adapter's
+    LONGEST_EXCLUDED_NAME the schema is refused naming the property; a name of that length
+    still compiles and is written."""
+    import importlib
+
+    longest = importlib.import_module(f"minisglang.backends.{name}_backend").LONGEST_EXCLUDED_NAME
+
+    def schema(n: int) -> dict:
+        return {"type": "object", "properties": {"k" * n: INT, "kx": S}, "additionalProperties": S}
+
+    with pytest.raises(GrammarError, match=f"property name 'k+'\\.\\.\\.'k+' \\({longest + 1} characters\\)"):
+        backends[name].compile("json_schema", json.dumps(schema(longest + 1)))
+    fits = schema(longest)
+    assert reachable(backends[name], tokenizer, fits, json.dumps({"k" * longest: 1}))
 
 
 _NAME = st.text(st.sampled_from('ab"\\\né😀/'), max_size=3)

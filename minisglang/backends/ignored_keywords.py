@@ -27,7 +27,7 @@ from ..constrained.json_schema.string_chars import RAW_STRING_CHARACTERS, _inter
 from ..constrained.json_schema.values import _decimal as checked_number
 from ..constrained.python_regex import complement, normalize, nullable
 from ..constrained.regex_ast import Regex, alt, chars, concat, lit, repeat
-from ..constrained.regex_dfa import RegexError
+from ..constrained.regex_dfa import RegexError, shown_regex
 from ..constrained.regex_search import searches
 from ..constrained.structural_tag import TriggerPrefixes
 from ..constrained.work_slices import checkpoint
@@ -286,14 +286,23 @@ def escaped_name_as_extra_key(schema: SchemaObject) -> bool:
 _Trie = dict[str, "_Trie"]  # (a letter -> the names' trie below it; "" -> {}: a name ends here)
 
 
-def unlisted_raw_names(names: list[str]) -> Regex:
+def unlisted_raw_names(names: list[str], longest: int) -> Regex:
     """Every name of raw characters (none of `"`, `\\`, U+0000-U+001F, which JSON writes only
     escaped) but `names`, as a regex over the name, which is also its JSON text: the extra keys
     the xgrammar and llguidance adapters let through, as their libraries matched a key against
     the listed names as spelled (`"\\u0061"` was an extra key, read as `a` by every JSON
     parser: a stranger's fuzzer). A trie of the names: each node's options a step off the trie
     (then any raw characters) or down one letter, and the node itself where no name ends there.
-    (A name that needs an escape no raw name equals.)"""
+    (A name that needs an escape no raw name equals.) The pattern nests a few groups per letter
+    of a name: a listed name longer than `longest` (the library's limit) is refused by name,
+    not in words about a regex the user never wrote."""
+    long = next((name for name in names if len(name) > longest and is_raw_name(name)), None)
+    if long is not None:
+        raise GrammarError(
+            f"the property name {shown_regex(long, 40)} is longer than the {longest} characters "
+            "this backend's pattern for the object's other keys can leave out (they are kept to names written "
+            "without escapes); set 'additionalProperties' to false there, or use the 'fsm' grammar backend"
+        )
     trie: _Trie = {}
     for name in names:
         if is_raw_name(name):

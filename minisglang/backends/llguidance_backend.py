@@ -257,6 +257,11 @@ IGNORED = (
 # JSON parser reads the key as `a` (a stranger's fuzzer). A `patternProperties` pattern it holds
 # to the spellings it writes for a `pattern`, which have no `\u0061` for `a`; so an object's
 # extra keys become one pattern's (`unlisted_raw_names`), and `additionalProperties` false.
+# The longest listed name the extra keys' pattern leaves out: it nests a few groups per letter,
+# and llguidance's regex parser stops at 250 nested parentheses (a 64-letter name).
+LONGEST_EXCLUDED_NAME = 56
+
+
 def _escape_free_extra_keys(schema: SchemaObject, pointer: str) -> SchemaObject:
     """An object's extra keys as one pattern's keys (above), where it lists properties (a user's
     `patternProperties` beside extra keys is refused before). llguidance holds a listed name a
@@ -268,7 +273,7 @@ def _escape_free_extra_keys(schema: SchemaObject, pointer: str) -> SchemaObject:
     if not listed_names(schema) or extra is False:
         return schema
     names = [] if extra in (True, {}) else listed_names(schema)
-    pattern = f"^(?:{render(unlisted_raw_names(names))})$"
+    pattern = f"^(?:{render(unlisted_raw_names(names, LONGEST_EXCLUDED_NAME))})$"
     return {**schema, "patternProperties": {pattern: extra}, "additionalProperties": False}
 
 

@@ -408,6 +408,11 @@ def _pattern_properties_as_json_text(schema: SchemaObject, pointer: str) -> Sche
     return {**schema, "patternProperties": rewritten}
 
 
+# The longest listed name the extra keys' pattern leaves out: it nests a few groups per letter,
+# and our check of the regex (the lazy automaton) refused one of ~85 letters as "too complex".
+LONGEST_EXCLUDED_NAME = 80
+
+
 def _escape_free_extra_keys(schema: SchemaObject, pointer: str) -> SchemaObject:
     """An object's extra keys kept to `unlisted_raw_names`, where it lists properties: xgrammar
     matched a key against the listed names as spelled, so `{"\\u0061": "x"}` broke `a`'s integer
@@ -417,7 +422,9 @@ def _escape_free_extra_keys(schema: SchemaObject, pointer: str) -> SchemaObject:
     text, which for raw characters is the name itself."""
     names = listed_names(schema)
     if names and any(allows_keys(schema, k) for k in _EXTRA_KEYS):
-        pattern = _json_text_regex(unlisted_raw_names(names), f"the extra keys' pattern at {pointer}")
+        pattern = _json_text_regex(
+            unlisted_raw_names(names, LONGEST_EXCLUDED_NAME), f"the extra keys' pattern at {pointer}"
+        )
         return {**schema, "propertyNames": {"type": "string", "pattern": pattern}}
     return schema
 
