@@ -881,3 +881,27 @@ def test_a_schemas_long_strings_are_not_kept_after_its_compile():
         assert cache.cache_info().currsize == before + 1, f"{cache.__name__} no longer keeps a short text"
     schema = {"type": "object", "properties": {"k" * 50_000: {"const": "w" * 50_000}}, "required": ["k" * 50_000]}
     assert re.fullmatch(build_regex_from_schema(json.dumps(schema)), json.dumps({"k" * 50_000: "w" * 50_000}))
+
+
+def test_the_remembered_character_classes_are_bounded_by_their_ranges():
+    """A pattern's class is a client's to make, and its JSON-text regex grows with its ranges
+    (`\\w`'s 734 held ~1.2 MB): 4,096 remembered classes by count could hold gigabytes. The
+    remembered ones hold at most `max_ranges` ranges in all; a class asked for again is the
+    same tree (remembered), and the least recently used goes first."""
+    import minisglang.constrained.json_schema.string_chars as string_chars
+    from minisglang.constrained.json_schema.string_chars import _json_string_chars, _RememberedClasses
+    from minisglang.constrained.python_regex import shorthand_ranges
+
+    word = list(shorthand_ranges("w"))
+    cache = _RememberedClasses(max_ranges=3 * len(word))
+    original, string_chars.REMEMBERED_CLASSES = string_chars.REMEMBERED_CLASSES, cache
+    try:
+        digits = _json_string_chars([(0x30, 0x39)])
+        assert _json_string_chars([(0x30, 0x39)]) is digits  # remembered
+        for i in range(10):  # ten distinct classes of about \w's size
+            _json_string_chars(word[: len(word) - i])
+            assert cache.ranges <= cache.max_ranges
+        assert len(cache) <= 3
+        assert _json_string_chars([(0x30, 0x39)]) is not digits  # the oldest went first
+    finally:
+        string_chars.REMEMBERED_CLASSES = original

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import threading
+from collections import OrderedDict
 
 from minisglang.constrained.json_schema.errors import UnsupportedSchemaError
 from minisglang.constrained.json_schema.regex_parts import (
@@ -106,16 +108,54 @@ def _surrogate_pairs(lo: int, hi: int) -> list[Regex | None]:
     return out + ([tail] if tail else [])
 
 
+ClassKey = tuple[tuple[tuple[int, int], ...], bool, bool]  # (ranges, counted, every)
+
+
+class _RememberedClasses:
+    """`_json_chars_of`'s answers, least recently used first, bounded by the ranges of their
+    classes in all (`max_ranges`), not by their count: a class's regex grows with its ranges
+    (`\\w`'s 734: ~1.2 MB, 37 ms to build), and a pattern's class is a client's to make, so
+    4,096 remembered classes could hold gigabytes. Compile threads share it (a lock)."""
+
+    def __init__(self, max_ranges: int):
+        self.max_ranges = max_ranges
+        self.ranges = 0
+        self._classes: OrderedDict[ClassKey, Regex | None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: ClassKey) -> Regex | None:
+        with self._lock:
+            if key in self._classes:
+                self._classes.move_to_end(key)
+                return self._classes[key]
+        out = _json_chars_of(*key)
+        with self._lock:
+            if key not in self._classes:
+                self._classes[key] = out
+                self.ranges += len(key[0])
+            while self.ranges > self.max_ranges and len(self._classes) > 1:
+                old, _ = self._classes.popitem(last=False)
+                self.ranges -= len(old[0])
+        return out
+
+    def __len__(self) -> int:
+        return len(self._classes)
+
+
+# ~16 classes of `\w`'s size, or thousands of the few-range classes keys and formats use.
+REMEMBERED_CLASSES = _RememberedClasses(max_ranges=12_000)
+
+
 def _json_string_chars(ranges: Ranges, counted: bool = False, every: bool = False) -> Regex | None:
-    """`_json_chars_of` the characters in `ranges` (any order, overlaps allowed)."""
-    return _json_chars_of(tuple(normalize(ranges)), counted, every)
+    """`_json_chars_of` the characters in `ranges` (any order, overlaps allowed), remembered
+    (REMEMBERED_CLASSES): a pattern's classes and a key's letters come back in schema after
+    schema, and the range arithmetic (hex digits of escapes) is not cheap."""
+    return REMEMBERED_CLASSES.get((tuple(normalize(ranges)), counted, every))
 
 
-@functools.lru_cache(maxsize=4096)
 def _json_chars_of(key: tuple[tuple[int, int], ...], counted: bool, every: bool) -> Regex | None:
     """One character of a JSON string's content, for the characters in `key` (sorted,
-    disjoint ranges). Remembered: a pattern's classes and a key's letters come back in schema
-    after schema, and the range arithmetic (hex digits of escapes) is not cheap.
+    disjoint ranges).
 
     Every form json.dumps may write a character in is matched: raw, a short escape
     (`\\"`, `\\n`, also `\\/`), or `\\uXXXX` for control and non-ASCII characters (a
