@@ -477,16 +477,16 @@ class BaseGrammarBackend:
             return InvalidGrammarObject(f"{kind} rejected by the {self.name!r} backend: {e}")
         with self.lock:  # its size is known now: make room before anyone is told it is done
             self.compile_times.record(time.perf_counter() - start)
-            self._evict_lru(new=((kind, text), grammar.nbytes()))
+            self._evict_lru(new=((kind, text), grammar))
         return grammar
 
     def stats(self) -> dict[str, Any]:
         """The grammar cache for /metrics: entries, bytes, lookups, hits, compile times."""
         with self.lock:
-            done = [f for f in self.cache.values() if f.done() and not f.cancelled()]
+            done = {key: f for key, f in self.cache.items() if f.done() and not f.cancelled()}
             return {
                 "cache_entries": len(self.cache),
-                "cache_bytes": sum(_entry_bytes(key, f.result()) for key, f in self.cache.items() if f in done),
+                "cache_bytes": sum(_entry_bytes(key, f.result()) for key, f in done.items()),
                 "compiling": len(self.cache) - len(done),
                 "lookups": self.lookups,
                 "hits": self.hits,
@@ -515,16 +515,16 @@ class BaseGrammarBackend:
             self._given_back = now
             give_back_free_memory()
 
-    def _evict_lru(self, new: tuple[tuple[str, str], int] | None = None) -> None:
+    def _evict_lru(self, new: tuple[tuple[str, str], BaseGrammarObject] | None = None) -> None:
         """Drop least recently used finished grammars beyond `max_entries`, and at most one
         beyond `max_bytes` (lock held); a compile in progress stays, requests wait on it.
-        `new`: (key, bytes) of a grammar just compiled, counted though its future is not
+        `new`: (key, grammar) of a grammar just compiled, counted though its future is not
         done yet. One for bytes: a big lazy grammar is freed in one run of deallocations that
         holds the GIL (about 0.5 ms per MB, measured), so several at once would stall the
         scheduler thread for their sum; `trim` evicts the next one a second later."""
         size = {key: _entry_bytes(key, f.result()) for key, f in self.cache.items() if f.done() and not f.cancelled()}
         if new is not None and new[0] in self.cache:
-            size[new[0]] = new[1] + len(new[0][1])
+            size[new[0]] = _entry_bytes(*new)
         total = sum(size.values())
         evicted_for_bytes = False
         for key in list(self.cache):
