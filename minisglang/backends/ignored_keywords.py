@@ -240,8 +240,7 @@ INEXACT_BOUNDS = tuple(
 
 def requires_unlisted(schema: SchemaObject) -> bool:
     """`required` names a property that `properties` does not list."""
-    properties = schema.get("properties")
-    listed = properties if isinstance(properties, dict) else {}
+    listed = set(listed_names(schema))
     return isinstance(schema["required"], list) and any(name not in listed for name in schema["required"])
 
 
@@ -327,8 +326,7 @@ def pattern_meets_listed_name(schema: SchemaObject) -> bool:
     """A `patternProperties` pattern matches a name `properties` lists (both then apply to
     it), or cannot be read by our automata (so we cannot tell). Decided by our automaton, not
     Python's `re`, which backtracked for minutes on one name (regex_search.py)."""
-    properties = schema.get("properties")
-    listed = properties if isinstance(properties, dict) else {}
+    listed = listed_names(schema)
     patterns = schema["patternProperties"] if isinstance(schema["patternProperties"], dict) else {}
     for pattern in patterns:
         try:
