@@ -5,6 +5,7 @@ limits. What every backend shares is in test_backends.py; the helpers in grammar
 """
 
 import json
+import re
 
 import pytest
 import torch
@@ -178,20 +179,56 @@ def test_llguidance_spells_forced_text_that_the_tokenizer_would_normalize(tmp_pa
 
 
 # --------------------------------------------------------------------------- its limits
-def test_llguidances_parser_limit_is_named_as_a_limit_not_as_an_empty_language(backends, tokenizer):
+def test_llguidances_parser_limit_is_named_as_a_limit_not_as_an_empty_language(backends):
     """An ambiguous grammar (a stranger's random GBNF) reaches llguidance's parser item limit
-    at its first mask: the abort says a limit was reached, not that the grammar allows no text
-    (it allows plenty)."""
-    from minisglang.backends.base import GrammarError
-
+    at its first mask: the compile is refused (every request would be aborted at its first
+    step), saying a limit was reached, not that the grammar allows no text (it allows plenty)."""
     grammar = compiled(
         backends["llguidance"],
         "ebnf",
         'root ::= r2* ([,x]+ ("bax" | [cb-c]) ("9"? | "^-9" | "]\\"")) "x -"\n'
         'r2 ::= ([^\\nx -9]? ([^bb-艳]+ "-9 "? [x\\\\])*)+',
     )
-    with pytest.raises(GrammarError, match=r"llguidance's parser reached a limit on this grammar here: .*limit 50000"):
-        mask_row(grammar, tokenizer.vocab_size + PAD)
+    assert isinstance(grammar, InvalidGrammarObject)
+    assert re.search(
+        r"llguidance's parser reached a limit on this grammar before its first token: .*limit 50000", grammar.message
+    )
+
+
+@pytest.mark.parametrize("grammar", ["root ::= root", "root ::= x | y\nx ::= y\ny ::= x"])
+def test_llguidance_refuses_a_grammar_with_no_text_at_all_when_it_compiles(backends, grammar):
+    """llguidance compiles a grammar whose rules never end (a stranger's soak): its first mask
+    found out, and every request over it was aborted at its first step. The compile's own
+    first mask refuses it, the client's error."""
+    refused = compiled(backends["llguidance"], "ebnf", grammar)
+    assert isinstance(refused, InvalidGrammarObject)
+    assert "the grammar allows no text at all (llguidance: " in refused.message
+
+
+def test_llguidance_compiles_afresh_after_its_shared_lexer_took_a_budget_of_steps(backends, tokenizer):
+    """Copies of one compile share llguidance's lexer, which keeps every DFA state it builds
+    and says nothing of its size: a hostile regex grew one cached compile to ~155 MiB while the
+    cache counted 0 bytes (a stranger's soak). The cache now charges each step STEP_BYTES and
+    compiles afresh after STEPS_PER_COMPILE steps of all copies together."""
+    from minisglang.backends import llguidance_backend
+
+    backend = backends["llguidance"]
+    regex = "[ab]*a[ab]{18}(c)?"  # (its own text: no other test's copies share its steps)
+    first = compiled(backend, "regex", regex)
+    ab = [t for t in range(tokenizer.vocab_size) if tokenizer.decode([t]) in ("a", "b", "ab", "ba")]
+    steps = 0
+    while steps < llguidance_backend.STEPS_PER_COMPILE:
+        grammar = compiled(backend, "regex", regex)
+        assert grammar.start is first.start  # one compile, the cache's
+        for t in ab * 10:
+            assert mask_row(grammar, tokenizer.vocab_size + PAD)[t]
+            grammar.accept_token(t)
+            steps += 2
+        assert first.nbytes() == grammar.nbytes() == steps * llguidance_backend.STEP_BYTES
+    assert first.is_spent()
+    assert backend.stats()["cache_bytes"] >= first.nbytes()  # what the byte bound's trim counts
+    fresh = compiled(backend, "regex", regex)
+    assert fresh.start is not first.start and not fresh.is_spent() and fresh.nbytes() == 0
 
 
 def test_llguidances_lexer_limit_is_named_as_a_limit_not_as_an_empty_language(backends, tokenizer):

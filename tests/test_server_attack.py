@@ -588,14 +588,18 @@ def test_a_forced_text_too_long_for_the_request_is_not_searched_at_every_step():
     [
         # our regex reader (python_regex, shared by every backend) refuses an empty class first
         ({"regex": "[^\\s\\S]"}, ("regex rejected by the 'llguidance' backend", "matches no string at all")),
-        ({"ebnf": "root ::= root"}, ("the grammar failed while masking its logits", "allows no text from here")),
-        ({"json_schema": {"$ref": "#"}}, ("the grammar failed while masking its logits", "allows no text from here")),
+        # llguidance compiles these; the compile's own first mask finds them empty (refused)
+        ({"ebnf": "root ::= root"}, ("ebnf rejected by the 'llguidance' backend", "allows no text at all")),
+        ({"json_schema": {"$ref": "#"}}, ("json_schema rejected by the 'llguidance' backend", "allows no text at all")),
+        # empty after its first token: the error state is met while decoding
+        ({"ebnf": 'root ::= "a" x\nx ::= x "b"'}, ("the grammar failed while masking its logits", "no text from here")),
     ],
 )
 def test_llguidance_in_its_error_state_aborts_instead_of_stopping_with_text_it_never_accepted(constraint, expected):
     """An empty language compiles, but llguidance's matcher then falls into its error state,
     where it still allows EOS: the request ended as a "stop" with "" (not a match of the
-    grammar). Now the mask refuses the error state and the request is aborted, alone."""
+    grammar). Now the mask refuses the error state and the request is aborted, alone (or the
+    compile is refused, when its first mask already finds the error state)."""
     eng = sgl.Engine(stage="s5", grammar_backend="llguidance", max_total_tokens=2000, max_running_requests=4)
     bystander = eng.submit("The weather", GREEDY)
     bad = eng.submit("hi", dict(constraint, max_new_tokens=8))

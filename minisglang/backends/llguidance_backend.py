@@ -48,6 +48,7 @@ import re
 import threading
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -395,28 +396,44 @@ def _check_mask(vocab_mask: torch.Tensor) -> None:
         )
 
 
+# What one step (a mask or a token, in any copy) may leave behind in the lexer that every copy
+# of a compile shares: llguidance builds its lexer's DFA states lazily, keeps them, and says
+# nothing of their size. Measured by benchmarks/bench_llguidance_growth.py: a hostile regex
+# walked at random grew up to ~0.8 KB a step at the bundled 4k vocabulary and ~2.9 KB at 131k;
+# a friendly schema stops growing after its first requests (so it is overcharged here).
+STEP_BYTES = 4096
+# Steps over all copies after which the cache compiles the grammar afresh (2-3 ms with its first
+# mask, at 4k and at 131k, once the engine's first compile built the shared tables): one
+# compile's lexer then holds about STEPS_PER_COMPILE * STEP_BYTES (16 MiB) at most, plus what
+# requests still running on it build. Without it, a hostile regex's one cached compile grew
+# to llguidance's max_lexer_states (~155 MiB) while the cache counted 0 bytes of it (a
+# stranger's soak).
+STEPS_PER_COMPILE = 4096
+
+
+@dataclass
+class _Shared:
+    """What every copy of one compile shares besides llguidance's lexer."""
+
+    spent: bool = False  # a copy reached a limit of the lexer: later copies would fail at once
+    jumps: bool = True  # False once a copy's jump search was too slow (`search_was_slow`)
+    steps: int = 0  # masks and tokens over all copies: what the shared lexer may have built
+
+
 class LLGuidanceGrammar(BaseGrammarObject):
     """One request's `llg.LLMatcher`, a deep copy of the compiled matcher at its start."""
 
     _executor: llg.LLExecutor | None = None  # one thread pool for all batches
     _executor_lock = threading.Lock()
 
-    def __init__(
-        self,
-        start: llg.LLMatcher,
-        stop_tokens: frozenset[int],
-        spent: list[bool] | None = None,
-        jumps: list[bool] | None = None,
-    ):
+    def __init__(self, start: llg.LLMatcher, stop_tokens: frozenset[int], shared: _Shared | None = None):
         self.start = start  # never advanced: the template for copies
         self.stop_tokens = stop_tokens  # the tokenizer's EOS tokens
         self.matcher = start.deep_copy()
-        # [True] once a copy reached a limit of llguidance's lexer: its copies share the lexer's
-        # regex builder, so every later copy failed at its first token (a stranger's regex
-        # fuzzing); the grammar cache then compiles the grammar again (`is_spent`).
-        self._spent = [False] if spent is None else spent
-        # [False] once a copy's jump search was too slow (`search_was_slow`): shared by every copy
-        self._jumps = [True] if jumps is None else jumps
+        # Copies share the lexer's regex builder: once one reached a limit, every later copy
+        # failed at its first token (a stranger's regex fuzzing), and its states only grow.
+        # The grammar cache compiles the grammar again when `is_spent`.
+        self.shared = _Shared() if shared is None else shared
 
     def accept_token(self, token_id: int) -> None:
         # `consume_token` of a refused token leaves the matcher in an error state that no
@@ -424,6 +441,7 @@ class LLGuidanceGrammar(BaseGrammarObject):
         # seam guess feeds drafts and goes on without them when one is refused). But
         # try_consume_tokens counts no EOS: where the grammar may end it stops the matcher (or
         # finds it stopped, only EOS being left) and answers 0.
+        self.shared.steps += 1
         if self.matcher.try_consume_tokens([token_id]) == 1:
             return
         if token_id in self.stop_tokens and self.matcher.is_stopped() and not self.matcher.is_error():
@@ -444,31 +462,39 @@ class LLGuidanceGrammar(BaseGrammarObject):
         return self.matcher.is_stopped() and not self.matcher.is_error()
 
     def copy(self) -> LLGuidanceGrammar:
-        return LLGuidanceGrammar(self.start, self.stop_tokens, self._spent, self._jumps)
+        return LLGuidanceGrammar(self.start, self.stop_tokens, self.shared)
 
     def is_spent(self) -> bool:
-        return self._spent[0]
+        return self.shared.spent or self.shared.steps >= STEPS_PER_COMPILE
+
+    def nbytes(self) -> int:
+        """An estimate (llguidance does not say): what the shared lexer may have grown by."""
+        return self.shared.steps * STEP_BYTES
 
     # llguidance writes straight into the tensor's memory. (Its llguidance.torch helpers
     # do the same, but importing them pulls in torch.compile: seconds of start-up.)
     def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
         _check_mask(vocab_mask)
         row = vocab_mask[idx]
+        self.shared.steps += 1
         self.matcher.unsafe_compute_mask_ptr(row.data_ptr(), row.numel() * row.element_size())
         self._refuse_error_state()
 
-    def _refuse_error_state(self) -> None:
+    def _refuse_error_state(self, at_start: bool = False) -> None:
         """A matcher in its error state (an empty language like `[^\\s\\S]` or `root ::= root`,
         or a parser limit reached) still offers EOS; taking it would end the request as a
-        "stop" whose text the grammar never accepted. Raise instead: the request is aborted."""
+        "stop" whose text the grammar never accepted. Raise instead: the request is aborted
+        (`at_start`: the compile is refused)."""
         if self.matcher.is_error():
             reason = self.matcher.get_error().replace("<non-verbose/>", "").strip()
             # ("Too many items (limit 50000; mask)", "lexer error: too many expressions constructed"
             # (its regex derivatives, e.g. free text with 100 excludes): a resource, not the language)
             if "(limit " in reason or "too many" in reason.lower():
-                self._spent[0] = True
-                raise GrammarLimitError(f"llguidance's parser reached a limit on this grammar here: {reason}")
-            raise GrammarError(f"the grammar allows no text from here (llguidance: {reason})")
+                self.shared.spent = True
+                where = "before its first token" if at_start else "here"
+                raise GrammarLimitError(f"llguidance's parser reached a limit on this grammar {where}: {reason}")
+            where = "at all" if at_start else "from here"
+            raise GrammarError(f"the grammar allows no text {where} (llguidance: {reason})")
 
     @classmethod
     def fill_vocab_mask_batched(cls, entries: list[tuple[LLGuidanceGrammar, int]], vocab_mask: torch.Tensor) -> None:
@@ -482,18 +508,19 @@ class LLGuidanceGrammar(BaseGrammarObject):
             [(g.matcher, idx) for g, idx in entries], vocab_mask.data_ptr(), words * vocab_mask.element_size(), batch
         )
         for g, _ in entries:  # the scheduler then masks row by row to find whose grammar it was
+            g.shared.steps += 1
             g._refuse_error_state()
 
     # -- jump forward: the bytes the grammar forces from here ---------------------------
     def try_jump_forward(self, tokenizer: Tokenizer) -> bytes | None:
         # Trailing spaces stay with the model: byte-level vocabularies glue a space to the
         # next word (" 31"), and a model handed "age": " must write "31" the unusual way.
-        if not self._jumps[0]:
+        if not self.shared.jumps:
             return None
         return self.matcher.compute_ff_bytes().rstrip(b" ") or None
 
     def search_was_slow(self) -> None:
-        self._jumps[0] = False
+        self.shared.jumps = False
 
     def jump_forward_str_state(self, helper: bytes) -> tuple[bytes, None]:
         # The matcher is not moved here: jump_and_retokenize feeds it the new tokens.
@@ -553,7 +580,15 @@ class LLGuidanceBackend(BaseGrammarBackend):
                     "or use the 'fsm' backend, which enforces 'oneOf'"
                 )
             raise GrammarError(error)
-        return LLGuidanceGrammar(start, frozenset(self.lltokenizer.eos_tokens))
+        compiled = LLGuidanceGrammar(start, frozenset(self.lltokenizer.eos_tokens))
+        # A grammar with no text at all (`root ::= root`), or one past a parser limit before
+        # its first token, compiles: its first mask finds out. Found here, off the scheduler
+        # thread, it is the client's 400 rather than every request's abort at its first step
+        # (the lexer states this mask builds serve every copy).
+        row = compiled.allocate_vocab_mask(self.vocab_size, 1)[0]
+        compiled.matcher.unsafe_compute_mask_ptr(row.data_ptr(), row.numel() * row.element_size())
+        compiled._refuse_error_state(at_start=True)
+        return compiled
 
     def compile_structural_tag(self, spec: StructuralTag) -> LLGuidanceGrammar:
         """The spec as a Lark grammar with llguidance's lazy lexemes (its docs/syntax.md, "tool
