@@ -129,6 +129,17 @@ def test_allof_of_anyofs_that_multiply_is_refused_by_name():
         build_regex_from_schema(schema)
 
 
+def test_allof_of_anyofs_keeps_each_merged_branch_once():
+    """Ten anyOfs of (any string, or at most 5+i characters): 2**10 pairs, which merge into
+    eleven schemas (a string of at most n characters, for each n, or any string). Pairs that
+    merged into one schema are one branch: counted as 1,024 they were refused (the negations
+    of an if/then/else chain give such repeats: codeship-steps.json)."""
+    schema = {"allOf": [{"anyOf": [{"type": "string"}, {"type": "string", "maxLength": 5 + i}]} for i in range(10)]}
+    regex = re.compile(build_regex_from_schema(schema))
+    for value in ["", "abcde", "abcdef", "abcdefghijklmnop", 3, None]:
+        assert (regex.fullmatch(json.dumps(value)) is not None) == is_valid(value, schema), value
+
+
 @pytest.mark.parametrize(
     "schema",
     [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from minisglang.constrained.json_schema.errors import InvalidSchemaError, UnsupportedSchemaError
@@ -123,12 +124,19 @@ def _anyof_pairs(a: object, b: object, path: str) -> list[dict[str, Any]]:
     """
     if not isinstance(a, list) or not isinstance(b, list):
         raise InvalidSchemaError(f"'anyOf' at {path} must be a non-empty array of schemas")
-    pairs = []
+    pairs, seen = [], set()
     for x in a:
         for y in b:
             pair = _plain_merge(x, y, path)
             if pair is False:
                 continue
+            # Two pairs that merged into one schema are one branch (A or A is A): the
+            # negations of an if/then/else chain give many (codeship-steps.json's 156 pairs
+            # were 40 schemas, and the next anyOf multiplied all 156).
+            text = json.dumps(pair, sort_keys=True, default=repr)
+            if text in seen:
+                continue
+            seen.add(text)
             pairs.append(pair)
             if len(pairs) > MAX_ANYOF_COMBINATIONS:
                 raise UnsupportedSchemaError(
