@@ -5,6 +5,7 @@ limits. What every backend shares is in test_backends.py; the helpers in grammar
 """
 
 import json
+import random
 import re
 
 import pytest
@@ -205,30 +206,80 @@ def test_llguidance_refuses_a_grammar_with_no_text_at_all_when_it_compiles(backe
     assert "the grammar allows no text at all (llguidance: " in refused.message
 
 
-def test_llguidance_compiles_afresh_after_its_shared_lexer_took_a_budget_of_steps(backends, tokenizer):
+def _walk(grammar, tokenizer, tokens) -> None:
+    """Mask, then take each of `tokens` (each must be allowed)."""
+    for t in tokens:
+        assert mask_row(grammar, tokenizer.vocab_size + PAD)[t], tokenizer.decode([t])
+        grammar.accept_token(t)
+
+
+def test_llguidance_charges_a_compile_for_its_calls_and_compiles_it_afresh_when_spent(backends, tokenizer, monkeypatch):
     """Copies of one compile share llguidance's lexer, which keeps every DFA state it builds
-    and says nothing of its size: a hostile regex grew one cached compile to ~155 MiB while the
-    cache counted 0 bytes (a stranger's soak). The cache now charges each step STEP_BYTES and
-    compiles afresh after STEPS_PER_COMPILE steps of all copies together."""
+    and says nothing of their size: a hostile regex grew one cached compile to ~155 MiB while
+    the cache counted 0 bytes (a stranger's soak). The compile is now charged BYTES_PER_SECOND
+    for the time its copies spend in llguidance's calls (states cost time to build), and once
+    charged SPENT_BYTES the cache compiles it afresh for the next request."""
     from minisglang.backends import llguidance_backend
 
+    monkeypatch.setattr(llguidance_backend, "SPENT_BYTES", 1 << 20)
     backend = backends["llguidance"]
-    regex = "[ab]*a[ab]{18}(c)?"  # (its own text: no other test's copies share its steps)
+    regex = "[ab]*a[ab]{18}(d)?"  # (its own text: no other test's copies share its charge)
     first = compiled(backend, "regex", regex)
     ab = [t for t in range(tokenizer.vocab_size) if tokenizer.decode([t]) in ("a", "b", "ab", "ba")]
-    steps = 0
-    while steps < llguidance_backend.STEPS_PER_COMPILE:
+    charged = first.nbytes()
+    while not first.is_spent():
         grammar = compiled(backend, "regex", regex)
         assert grammar.start is first.start  # one compile, the cache's
-        for t in ab * 10:
-            assert mask_row(grammar, tokenizer.vocab_size + PAD)[t]
-            grammar.accept_token(t)
-            steps += 2
-        assert first.nbytes() == grammar.nbytes() == steps * llguidance_backend.STEP_BYTES
-    assert first.is_spent()
-    assert backend.stats()["cache_bytes"] >= first.nbytes()  # what the byte bound's trim counts
+        _walk(grammar, tokenizer, ab * 10)
+        assert first.nbytes() == grammar.nbytes() > charged
+        assert grammar.nbytes() == int(grammar.shared.seconds * llguidance_backend.BYTES_PER_SECOND)
+        charged = grammar.nbytes()
+    assert backend.stats()["cache_bytes"] >= first.nbytes() >= 1 << 20  # what the byte bound's trim counts
     fresh = compiled(backend, "regex", regex)
-    assert fresh.start is not first.start and not fresh.is_spent() and fresh.nbytes() == 0
+    assert fresh.start is not first.start and not fresh.is_spent() and fresh.nbytes() < 1 << 20
+
+
+def test_a_request_on_a_compile_whose_lexer_another_request_filled_goes_on_with_its_own(tokenizer):
+    """Two requests over one compile: A walks a branch whose lexer states never repeat and
+    fills llguidance's max_lexer_states; B, on the other branch, failed at its next token with
+    A's limit (a stranger's soak). B now moves to a fresh compile of its own, replays its
+    tokens and goes on; A's second limit, on its own fresh compile, is its own."""
+    import llguidance as llg
+
+    from minisglang.backends.base import GrammarLimitError, get_backend_class
+
+    backend = get_backend_class("llguidance")(tokenizer, tokenizer.vocab_size + PAD, compile_in="thread")
+    backend.limits = llg.LLParserLimits(verbose_errors=False, max_lexer_states=600)
+    regex = "ok[a-z]{0,30}|x[ab]*a[ab]{18}"
+    start = compiled(backend, "regex", regex)
+    a, b = start.copy(), start.copy()
+    enc = {c: tokenizer.encode(c) for c in "okxab"}
+    _walk(b, tokenizer, enc["o"] + enc["k"])
+    _walk(a, tokenizer, enc["x"])
+    rnd = random.Random(0)
+    with pytest.raises(GrammarLimitError, match="too many states"):
+        for _ in range(5000):  # a's branch: a new lexer state nearly every letter
+            _walk(a, tokenizer, enc[rnd.choice("ab")])
+    assert a.moved and start.is_spent()
+    _walk(b, tokenizer, enc["a"] + enc["b"] + enc["a"])
+    b.accept_token(tokenizer.eos_token_id)
+    assert b.moved and b.is_terminated()
+
+
+@pytest.mark.parametrize(
+    "kind, grammar",
+    [
+        ("ebnf", 'root ::= "{" root "}"'),
+        ("json_schema", json.dumps({"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]})),
+    ],
+)
+def test_llguidance_refuses_a_grammar_whose_forced_start_reaches_its_parsers_limit(backends, kind, grammar):
+    """No text at all, but the first mask allows "{": taking the forced text, as every first
+    step's jump does, reached llguidance's parser limit, and every request was aborted there
+    (a stranger's soak). The compile takes it too, and is refused."""
+    refused = compiled(backends["llguidance"], kind, grammar)
+    assert isinstance(refused, InvalidGrammarObject)
+    assert "llguidance's parser reached a limit on this grammar before its first token" in refused.message
 
 
 def test_llguidances_lexer_limit_is_named_as_a_limit_not_as_an_empty_language(backends, tokenizer):

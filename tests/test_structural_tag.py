@@ -12,7 +12,6 @@ import random
 import re
 
 import jsonschema
-import llguidance as llg
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -21,7 +20,7 @@ from real_tokenizers import load
 
 import minisglang as sgl
 from minisglang.backends.base import GrammarError, InvalidGrammarObject, get_backend_class
-from minisglang.backends.llguidance_backend import LLGuidanceGrammar, lexer_conflict, structural_tag_lark
+from minisglang.backends.llguidance_backend import lexer_conflict, structural_tag_lark
 from minisglang.constrained.json_schema import build_regex_from_schema
 from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 from minisglang.constrained.lazy_regex import RegexPool
@@ -729,11 +728,7 @@ def test_llguidance_refusal_is_needed(bundled_tokenizer):
     ("ab1" + 1 + "b" + free "a": after the trigger "ab" it reads the longer begin's "1" as JSON)."""
     spec = spec_of(*CASES[3][:2])
     assert "is empty" in lexer_conflict(spec)
-    lark = llg.LLMatcher.grammar_from_lark(structural_tag_lark(spec))
-    llguidance = backend("llguidance")
-    grammar = LLGuidanceGrammar(
-        llg.LLMatcher(llguidance.lltokenizer, lark, log_level=0), frozenset(llguidance.lltokenizer.eos_tokens)
-    )
+    grammar = backend("llguidance").compile("ebnf", structural_tag_lark(spec))  # (Lark text: read as such)
     assert reference_accepts(spec, "ab11ba") and not backend_accepts(grammar, bundled_tokenizer, "ab11ba")
 
 

@@ -46,8 +46,9 @@ import itertools
 import json
 import re
 import threading
+import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import TYPE_CHECKING, Any
@@ -396,28 +397,36 @@ def _check_mask(vocab_mask: torch.Tensor) -> None:
         )
 
 
-# What one step (a mask or a token, in any copy) may leave behind in the lexer that every copy
-# of a compile shares: llguidance builds its lexer's DFA states lazily, keeps them, and says
-# nothing of their size. Measured by benchmarks/bench_llguidance_growth.py: a hostile regex
-# walked at random grew up to ~0.8 KB a step at the bundled 4k vocabulary and ~2.9 KB at 131k;
-# a friendly schema stops growing after its first requests (so it is overcharged here).
-STEP_BYTES = 4096
-# Steps over all copies after which the cache compiles the grammar afresh (2-3 ms with its first
-# mask, at 4k and at 131k, once the engine's first compile built the shared tables): one
-# compile's lexer then holds about STEPS_PER_COMPILE * STEP_BYTES (16 MiB) at most, plus what
-# requests still running on it build. Without it, a hostile regex's one cached compile grew
-# to llguidance's max_lexer_states (~155 MiB) while the cache counted 0 bytes of it (a
-# stranger's soak).
-STEPS_PER_COMPILE = 4096
+# llguidance builds its lexer's DFA states lazily and keeps them in the compile every copy
+# shares, and it says nothing of their size. What it cannot do is build states faster than
+# its calls run: so a compile is charged for the seconds its copies spent in llguidance's
+# calls, at BYTES_PER_SECOND, above the most RSS grown per second of calls measured (hostile
+# regexes, benchmarks/bench_llguidance_growth.py: up to ~150 MiB/s at the bundled 4k
+# vocabulary). A count of steps was no measure: one stranger's regex built ~700 states a
+# step, 90x what a charge per step had assumed. A friendly schema stops growing after its
+# first requests and is overcharged: it is compiled again sooner than it needs (2-3 ms).
+BYTES_PER_SECOND = 256 << 20
+# Charged this much (~125 ms of calls), a compile is spent: the cache compiles it afresh for
+# the next request, and the trim's byte bound counts it meanwhile.
+SPENT_BYTES = 32 << 20
 
 
 @dataclass
 class _Shared:
     """What every copy of one compile shares besides llguidance's lexer."""
 
+    grammar: str  # llguidance's grammar text: a copy whose shared lexer is spent compiles it again
+    tokenizer: llg.LLTokenizer
+    limits: llg.LLParserLimits
     spent: bool = False  # a copy reached a limit of the lexer: later copies would fail at once
     jumps: bool = True  # False once a copy's jump search was too slow (`search_was_slow`)
-    steps: int = 0  # masks and tokens over all copies: what the shared lexer may have built
+    seconds: float = 0.0  # in llguidance's calls, over all copies: what the lexer may have built
+
+
+def _lexer_limit(reason: str) -> bool:
+    """Whether an error is a limit of the lexer every copy of a compile shares (its states, its
+    regex derivatives), not of this copy's parser (`Too many items (limit 50000; mask)`)."""
+    return "too many states" in reason or "too many expressions" in reason
 
 
 class LLGuidanceGrammar(BaseGrammarObject):
@@ -426,14 +435,24 @@ class LLGuidanceGrammar(BaseGrammarObject):
     _executor: llg.LLExecutor | None = None  # one thread pool for all batches
     _executor_lock = threading.Lock()
 
-    def __init__(self, start: llg.LLMatcher, stop_tokens: frozenset[int], shared: _Shared | None = None):
+    def __init__(self, start: llg.LLMatcher, stop_tokens: frozenset[int], shared: _Shared):
         self.start = start  # never advanced: the template for copies
         self.stop_tokens = stop_tokens  # the tokenizer's EOS tokens
         self.matcher = start.deep_copy()
         # Copies share the lexer's regex builder: once one reached a limit, every later copy
         # failed at its first token (a stranger's regex fuzzing), and its states only grow.
         # The grammar cache compiles the grammar again when `is_spent`.
-        self.shared = _Shared() if shared is None else shared
+        self.shared = shared
+        self.tokens: list[int] = []  # taken so far: replayed on a fresh compile (`_moved_on`)
+        self.moved = False  # moved to a fresh compile once already
+
+    def _call(self, work: Callable[[], Any]) -> Any:
+        """`work` (a call into llguidance), its seconds charged to the compile."""
+        started = time.perf_counter()
+        try:
+            return work()
+        finally:
+            self.shared.seconds += time.perf_counter() - started
 
     def accept_token(self, token_id: int) -> None:
         # `consume_token` of a refused token leaves the matcher in an error state that no
@@ -441,11 +460,14 @@ class LLGuidanceGrammar(BaseGrammarObject):
         # seam guess feeds drafts and goes on without them when one is refused). But
         # try_consume_tokens counts no EOS: where the grammar may end it stops the matcher (or
         # finds it stopped, only EOS being left) and answers 0.
-        self.shared.steps += 1
-        if self.matcher.try_consume_tokens([token_id]) == 1:
-            return
-        if token_id in self.stop_tokens and self.matcher.is_stopped() and not self.matcher.is_error():
-            return
+        for _ in range(2):  # (twice: once more after `_moved_on`)
+            if self._call(lambda: self.matcher.try_consume_tokens([token_id])) == 1:
+                self.tokens.append(token_id)
+                return
+            if token_id in self.stop_tokens and self.matcher.is_stopped() and not self.matcher.is_error():
+                return
+            if not self._moved_on():
+                break
         # A token its own mask allowed, refused for a limit the parser reached taking it (an
         # all-required recursive schema, `{"a": {"$ref": "#"}}` required: "Too many items
         # (limit 50000; ff_tokens)"): the grammar's fault, said as such (it was a 500).
@@ -457,6 +479,7 @@ class LLGuidanceGrammar(BaseGrammarObject):
             return
         if not self.matcher.rollback(k):
             raise GrammarError(f"cannot roll back {k} tokens: {self.matcher.get_error()}")
+        del self.tokens[len(self.tokens) - k :]
 
     def is_terminated(self) -> bool:
         return self.matcher.is_stopped() and not self.matcher.is_error()
@@ -465,19 +488,37 @@ class LLGuidanceGrammar(BaseGrammarObject):
         return LLGuidanceGrammar(self.start, self.stop_tokens, self.shared)
 
     def is_spent(self) -> bool:
-        return self.shared.spent or self.shared.steps >= STEPS_PER_COMPILE
+        return self.shared.spent or self.nbytes() >= SPENT_BYTES
 
     def nbytes(self) -> int:
         """An estimate (llguidance does not say): what the shared lexer may have grown by."""
-        return self.shared.steps * STEP_BYTES
+        return int(self.shared.seconds * BYTES_PER_SECOND)
+
+    def _moved_on(self) -> bool:
+        """If the shared lexer reached its limit (another request's walk may have filled it: a
+        stranger's soak saw a valid request fail at its third token), move this copy to a fresh
+        compile of the grammar, its own, and replay its tokens: True if it could. Once per copy:
+        a second limit is its own walk's."""
+        if self.moved or not self.matcher.is_error() or not _lexer_limit(self.matcher.get_error()):
+            return False
+        self.shared.spent = True
+        shared = _Shared(self.shared.grammar, self.shared.tokenizer, self.shared.limits, jumps=self.shared.jumps)
+        start = llg.LLMatcher(shared.tokenizer, shared.grammar, log_level=0, limits=shared.limits)
+        matcher = start.deep_copy()
+        if matcher.is_error() or matcher.try_consume_tokens(self.tokens) != len(self.tokens):
+            return False
+        self.start, self.matcher, self.shared, self.moved = start, matcher, shared, True
+        return True
 
     # llguidance writes straight into the tensor's memory. (Its llguidance.torch helpers
     # do the same, but importing them pulls in torch.compile: seconds of start-up.)
     def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
         _check_mask(vocab_mask)
         row = vocab_mask[idx]
-        self.shared.steps += 1
-        self.matcher.unsafe_compute_mask_ptr(row.data_ptr(), row.numel() * row.element_size())
+        for _ in range(2):  # (twice: once more after `_moved_on`)
+            self._call(lambda: self.matcher.unsafe_compute_mask_ptr(row.data_ptr(), row.numel() * row.element_size()))
+            if not self._moved_on():
+                break
         self._refuse_error_state()
 
     def _refuse_error_state(self, at_start: bool = False) -> None:
@@ -498,17 +539,23 @@ class LLGuidanceGrammar(BaseGrammarObject):
 
     @classmethod
     def fill_vocab_mask_batched(cls, entries: list[tuple[LLGuidanceGrammar, int]], vocab_mask: torch.Tensor) -> None:
-        """All rows in one call to llguidance's multithreaded executor."""
+        """All rows in one call to llguidance's multithreaded executor; each compile is charged
+        the call's whole time (its rows ran side by side)."""
         _check_mask(vocab_mask)
         with cls._executor_lock:
             if cls._executor is None:
                 cls._executor = llg.LLExecutor()
         batch, words = vocab_mask.shape
+        started = time.perf_counter()
         cls._executor.unsafe_compute_mask_ptr(
             [(g.matcher, idx) for g, idx in entries], vocab_mask.data_ptr(), words * vocab_mask.element_size(), batch
         )
-        for g, _ in entries:  # the scheduler then masks row by row to find whose grammar it was
-            g.shared.steps += 1
+        seconds = time.perf_counter() - started
+        for shared in {id(g.shared): g.shared for g, _ in entries}.values():
+            shared.seconds += seconds
+        for g, idx in entries:  # the scheduler then masks row by row to find whose grammar it was
+            if g.matcher.is_error() and g._moved_on():
+                g.fill_vocab_mask(vocab_mask, idx)  # its row again, on its fresh compile
             g._refuse_error_state()
 
     # -- jump forward: the bytes the grammar forces from here ---------------------------
@@ -517,7 +564,8 @@ class LLGuidanceGrammar(BaseGrammarObject):
         # next word (" 31"), and a model handed "age": " must write "31" the unusual way.
         if not self.shared.jumps:
             return None
-        return self.matcher.compute_ff_bytes().rstrip(b" ") or None
+        forced: bytes = self._call(self.matcher.compute_ff_bytes)
+        return forced.rstrip(b" ") or None
 
     def search_was_slow(self) -> None:
         self.shared.jumps = False
@@ -580,14 +628,23 @@ class LLGuidanceBackend(BaseGrammarBackend):
                     "or use the 'fsm' backend, which enforces 'oneOf'"
                 )
             raise GrammarError(error)
-        compiled = LLGuidanceGrammar(start, frozenset(self.lltokenizer.eos_tokens))
+        compiled = LLGuidanceGrammar(
+            start, frozenset(self.lltokenizer.eos_tokens), _Shared(grammar, self.lltokenizer, self.limits)
+        )
         # A grammar with no text at all (`root ::= root`), or one past a parser limit before
         # its first token, compiles: its first mask finds out. Found here, off the scheduler
         # thread, it is the client's 400 rather than every request's abort at its first step
         # (the lexer states this mask builds serve every copy).
-        row = compiled.allocate_vocab_mask(self.vocab_size, 1)[0]
-        compiled.matcher.unsafe_compute_mask_ptr(row.data_ptr(), row.numel() * row.element_size())
-        compiled._refuse_error_state(at_start=True)
+        probe = compiled.copy()  # (moved on below; requests get fresh copies)
+        row = probe.allocate_vocab_mask(self.vocab_size, 1)[0]
+        probe._call(lambda: probe.matcher.unsafe_compute_mask_ptr(row.data_ptr(), row.numel() * row.element_size()))
+        # and the forced text a first step jumps over, taken: `root ::= "{" root "}"` allows
+        # "{", and only taking it meets its parser's limit, at every request's first step (a
+        # stranger's soak)
+        forced: bytes = probe._call(probe.matcher.compute_ff_bytes)
+        if forced and not probe.matcher.is_error():
+            probe._call(lambda: probe.matcher.try_consume_tokens(self.lltokenizer.tokenize_bytes(forced)))
+        probe._refuse_error_state(at_start=True)
         return compiled
 
     def compile_structural_tag(self, spec: StructuralTag) -> LLGuidanceGrammar:
