@@ -192,7 +192,8 @@ def main() -> None:
             "",
             f"Each row: {args.requests} requests through the backend's grammar cache, each a random walk of up to "
             f"{args.tokens} tokens (a mask, then a random allowed token; a step is either), in a fresh process, "
-            "*before* (one compile for every request, counted as 0 bytes, as until stop 74) and *after* (each "
+            "*before* (no charge: counted as 0 bytes and never spent by it, as until stop 74; a compile whose "
+            "lexer reached its limit is still compiled again, and a request on it moves to its own) and *after* (each "
             f"compile charged `BYTES_PER_SECOND` = {BYTES_PER_SECOND >> 20} MiB per second of its copies' calls "
             f"into llguidance, and compiled afresh once charged `SPENT_BYTES` = {SPENT_BYTES >> 20} MiB). RSS "
             "growth is the process's, measured after the last request (a freed compile's memory may stay with the "
