@@ -400,13 +400,15 @@ def _check_mask(vocab_mask: torch.Tensor) -> None:
 # llguidance builds its lexer's DFA states lazily and keeps them in the compile every copy
 # shares, and it says nothing of their size. What it cannot do is build states faster than
 # its calls run: so a compile is charged for the seconds its copies spent in llguidance's
-# calls, at BYTES_PER_SECOND, above the most RSS grown per second of calls measured (hostile
-# regexes, benchmarks/bench_llguidance_growth.py: up to ~150 MiB/s at the bundled 4k
-# vocabulary). A count of steps was no measure: one stranger's regex built ~700 states a
-# step, 90x what a charge per step had assumed. A friendly schema stops growing after its
-# first requests and is overcharged: it is compiled again sooner than it needs (2-3 ms).
-BYTES_PER_SECOND = 256 << 20
-# Charged this much (~125 ms of calls), a compile is spent: the cache compiles it afresh for
+# calls, at BYTES_PER_SECOND, above the most RSS grown per second of calls measured
+# (benchmarks/bench_llguidance_growth.py; two strangers' soaks): hostile regexes up to ~150
+# MiB/s at the bundled 4k vocabulary; a Lark intersection 280-360 MiB/s for the ~10 ms until
+# llguidance's own limit on regex expressions stopped it (~3 MiB). A count of steps was no
+# measure: one stranger's regex built ~700 states a step, 90x what a charge per step had
+# assumed. A friendly schema stops growing after its first requests and is overcharged: it is
+# compiled again sooner than it needs (2-3 ms).
+BYTES_PER_SECOND = 512 << 20
+# Charged this much (~60 ms of calls), a compile is spent: the cache compiles it afresh for
 # the next request, and the trim's byte bound counts it meanwhile.
 SPENT_BYTES = 32 << 20
 
