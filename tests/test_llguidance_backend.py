@@ -262,8 +262,20 @@ def test_a_request_on_a_compile_whose_lexer_another_request_filled_goes_on_with_
             _walk(a, tokenizer, enc[rnd.choice("ab")])
     assert a.moved and start.is_spent()
     _walk(b, tokenizer, enc["a"] + enc["b"] + enc["a"])
+    assert b.moved
+    b.rollback(2)  # (s7 undoes drafts so): where a fresh compile fed "oka" is
+    fresh = backend.compile("regex", regex)
+    _walk(fresh, tokenizer, enc["o"] + enc["k"] + enc["a"])
+    assert torch.equal(mask_row(b, tokenizer.vocab_size + PAD), mask_row(fresh, tokenizer.vocab_size + PAD))
     b.accept_token(tokenizer.eos_token_id)
-    assert b.moved and b.is_terminated()
+    assert b.is_terminated()
+    # A copy made from the full compile (a request admitted just before it was spent), fed
+    # tokens with no mask first (s7's drafts, a jump's tokens): its full lexer refused "o" with
+    # no error at all; it moves too.
+    late = start.copy()
+    for t in enc["o"] + enc["k"]:
+        late.accept_token(t)
+    assert late.moved
 
 
 @pytest.mark.parametrize(

@@ -420,7 +420,8 @@ class _Shared:
     grammar: str  # llguidance's grammar text: a copy whose shared lexer is spent compiles it again
     tokenizer: llg.LLTokenizer
     limits: llg.LLParserLimits
-    spent: bool = False  # a copy reached a limit of the lexer: later copies would fail at once
+    spent: bool = False  # charged SPENT_BYTES, or a copy reached a limit: compile it afresh
+    full: bool = False  # the lexer reached its limit: a copy may refuse a token it would take
     jumps: bool = True  # False once a copy's jump search was too slow (`search_was_slow`)
     seconds: float = 0.0  # in llguidance's calls, over all copies: what the lexer may have built
 
@@ -468,7 +469,7 @@ class LLGuidanceGrammar(BaseGrammarObject):
                 return
             if token_id in self.stop_tokens and self.matcher.is_stopped() and not self.matcher.is_error():
                 return
-            if not self._moved_on():
+            if not self._moved_on(refused=True):
                 break
         # A token its own mask allowed, refused for a limit the parser reached taking it (an
         # all-required recursive schema, `{"a": {"$ref": "#"}}` required: "Too many items
@@ -496,14 +497,16 @@ class LLGuidanceGrammar(BaseGrammarObject):
         """An estimate (llguidance does not say): what the shared lexer may have grown by."""
         return int(self.shared.seconds * BYTES_PER_SECOND)
 
-    def _moved_on(self) -> bool:
+    def _moved_on(self, refused: bool = False) -> bool:
         """If the shared lexer reached its limit (another request's walk may have filled it: a
         stranger's soak saw a valid request fail at its third token), move this copy to a fresh
-        compile of the grammar, its own, and replay its tokens: True if it could. Once per copy:
-        a second limit is its own walk's."""
-        if self.moved or not self.matcher.is_error() or not _lexer_limit(self.matcher.get_error()):
+        compile of the grammar, its own, and replay its tokens: True if it could. `refused`: a
+        token was refused with no error, which a full lexer does too. Once per copy: a second
+        limit is its own walk's."""
+        limit = self.matcher.is_error() and _lexer_limit(self.matcher.get_error())
+        if self.moved or not (limit or (refused and self.shared.full)):
             return False
-        self.shared.spent = True
+        self.shared.spent = self.shared.full = True
         shared = _Shared(self.shared.grammar, self.shared.tokenizer, self.shared.limits, jumps=self.shared.jumps)
         start = llg.LLMatcher(shared.tokenizer, shared.grammar, log_level=0, limits=shared.limits)
         matcher = start.deep_copy()
@@ -534,6 +537,7 @@ class LLGuidanceGrammar(BaseGrammarObject):
             # (its regex derivatives, e.g. free text with 100 excludes): a resource, not the language)
             if "(limit " in reason or "too many" in reason.lower():
                 self.shared.spent = True
+                self.shared.full |= _lexer_limit(reason)
                 where = "before its first token" if at_start else "here"
                 raise GrammarLimitError(f"llguidance's parser reached a limit on this grammar {where}: {reason}")
             where = "at all" if at_start else "from here"
