@@ -425,6 +425,11 @@ class _Shared:
     jumps: bool = True  # False once a copy's jump search was too slow (`search_was_slow`)
     seconds: float = 0.0  # in llguidance's calls, over all copies: what the lexer may have built
 
+    def new_start(self) -> llg.LLMatcher:
+        """A fresh compile of the grammar: its own lexer (the constructor never raises: a bad
+        grammar leaves the matcher in an error state)."""
+        return llg.LLMatcher(self.tokenizer, self.grammar, log_level=0, limits=self.limits)
+
 
 def _lexer_limit(reason: str) -> bool:
     """Whether an error is a limit of the lexer every copy of a compile shares (its states, its
@@ -508,7 +513,7 @@ class LLGuidanceGrammar(BaseGrammarObject):
             return False
         self.shared.spent = self.shared.full = True
         shared = _Shared(self.shared.grammar, self.shared.tokenizer, self.shared.limits, jumps=self.shared.jumps)
-        start = llg.LLMatcher(shared.tokenizer, shared.grammar, log_level=0, limits=shared.limits)
+        start = shared.new_start()
         matcher = start.deep_copy()
         if matcher.is_error() or matcher.try_consume_tokens(self.tokens) != len(self.tokens):
             return False
@@ -519,12 +524,15 @@ class LLGuidanceGrammar(BaseGrammarObject):
     # do the same, but importing them pulls in torch.compile: seconds of start-up.)
     def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
         _check_mask(vocab_mask)
-        row = vocab_mask[idx]
         for _ in range(2):  # (twice: once more after `_moved_on`)
-            self._call(lambda: self.matcher.unsafe_compute_mask_ptr(row.data_ptr(), row.numel() * row.element_size()))
+            self._mask_into(vocab_mask[idx])
             if not self._moved_on():
                 break
         self._refuse_error_state()
+
+    def _mask_into(self, row: torch.Tensor) -> None:
+        """This matcher's allowed tokens written into `row` [W], charged to the compile."""
+        self._call(lambda: self.matcher.unsafe_compute_mask_ptr(row.data_ptr(), row.numel() * row.element_size()))
 
     def _refuse_error_state(self, at_start: bool = False) -> None:
         """A matcher in its error state (an empty language like `[^\\s\\S]` or `root ::= root`,
@@ -560,7 +568,7 @@ class LLGuidanceGrammar(BaseGrammarObject):
         for shared in {id(g.shared): g.shared for g, _ in entries}.values():
             shared.seconds += seconds
         for g, idx in entries:  # the scheduler then masks row by row to find whose grammar it was
-            if g.matcher.is_error() and g._moved_on():
+            if g._moved_on():
                 g.fill_vocab_mask(vocab_mask, idx)  # its row again, on its fresh compile
             g._refuse_error_state()
 
@@ -623,8 +631,8 @@ class LLGuidanceBackend(BaseGrammarBackend):
         return self._matcher(grammar)
 
     def _matcher(self, grammar: str) -> LLGuidanceGrammar:
-        # The constructor never raises: a bad grammar leaves the matcher in an error state.
-        start = llg.LLMatcher(self.lltokenizer, grammar, log_level=0, limits=self.limits)
+        shared = _Shared(grammar, self.lltokenizer, self.limits)
+        start = shared.new_start()
         if start.is_error():
             error = start.get_error()
             if "coerce_one_of" in error:  # (an option of llguidance's no client or flag of ours sets)
@@ -634,16 +642,13 @@ class LLGuidanceBackend(BaseGrammarBackend):
                     "or use the 'fsm' backend, which enforces 'oneOf'"
                 )
             raise GrammarError(error)
-        compiled = LLGuidanceGrammar(
-            start, frozenset(self.lltokenizer.eos_tokens), _Shared(grammar, self.lltokenizer, self.limits)
-        )
+        compiled = LLGuidanceGrammar(start, frozenset(self.lltokenizer.eos_tokens), shared)
         # A grammar with no text at all (`root ::= root`), or one past a parser limit before
         # its first token, compiles: its first mask finds out. Found here, off the scheduler
         # thread, it is the client's 400 rather than every request's abort at its first step
         # (the lexer states this mask builds serve every copy).
         probe = compiled.copy()  # (moved on below; requests get fresh copies)
-        row = probe.allocate_vocab_mask(self.vocab_size, 1)[0]
-        probe._call(lambda: probe.matcher.unsafe_compute_mask_ptr(row.data_ptr(), row.numel() * row.element_size()))
+        probe._mask_into(probe.allocate_vocab_mask(self.vocab_size, 1)[0])
         # and the forced text a first step jumps over, taken: `root ::= "{" root "}"` allows
         # "{", and only taking it meets its parser's limit, at every request's first step (a
         # stranger's soak)
