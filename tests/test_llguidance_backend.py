@@ -278,6 +278,31 @@ def test_a_request_on_a_compile_whose_lexer_another_request_filled_goes_on_with_
     assert late.moved
 
 
+def test_a_request_moved_to_a_compile_of_its_own_gets_a_share_of_the_lexers_states(tokenizer):
+    """The compile a moved request takes (`_moved_on`) is its own, outside the cache: nothing
+    counted it, and a hostile walk filled it to the shared bound a second time (~110 MiB at
+    250,000 states, per such request). Its lexer gets OWN_LEXER_SHARE's share of the states:
+    a walk that filled the shared lexer by itself reaches its own limit at once (replaying its
+    tokens builds most of the states again), an innocent request goes on (the test above)."""
+    import llguidance as llg
+
+    from minisglang.backends import llguidance_backend
+    from minisglang.backends.base import GrammarLimitError, get_backend_class
+
+    backend = get_backend_class("llguidance")(tokenizer, tokenizer.vocab_size + PAD, compile_in="thread")
+    backend.limits = llg.LLParserLimits(verbose_errors=False, max_lexer_states=1000)
+    share = 1000 // llguidance_backend.OWN_LEXER_SHARE
+    grammar = compiled(backend, "regex", "[ab]*a[ab]{18}")
+    enc, rnd = {c: tokenizer.encode(c) for c in "ab"}, random.Random(1)
+    taken = {False: 0, True: 0}  # tokens taken before the move, after it
+    with pytest.raises(GrammarLimitError, match=f"too many states: [0-9]+ >= {share}$"):
+        for _ in range(5000):  # a new lexer state nearly every letter
+            _walk(grammar, tokenizer, enc[rnd.choice("ab")])
+            taken[grammar.moved] += 1
+    assert grammar.moved and grammar.shared.limits.max_lexer_states == share
+    assert taken[True] < taken[False] // 4, taken  # (the whole shared bound again before)
+
+
 @pytest.mark.parametrize(
     "kind, grammar",
     [

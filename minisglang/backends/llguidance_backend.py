@@ -411,6 +411,26 @@ BYTES_PER_SECOND = 512 << 20
 # Charged this much (~60 ms of calls), a compile is spent: the cache compiles it afresh for
 # the next request, and the trim's byte bound counts it meanwhile.
 SPENT_BYTES = 32 << 20
+# A copy moved to a fresh compile of its own (`_moved_on`) is the one request that compile
+# serves, and the cache does not hold it, so nothing counts it: its lexer is bounded to this
+# share of the shared lexer's states. Its own walk needs only the states its text reaches (a
+# friendly grammar's, hundreds); a hostile walk that filled a shared compile (~110 MiB at
+# 250,000 states) reaches its own limit at ~25 MiB, not after another ~110 MiB.
+OWN_LEXER_SHARE = 5
+
+
+def _own_limits(limits: llg.LLParserLimits) -> llg.LLParserLimits:
+    """`limits` with a moved copy's share of the lexer's states (OWN_LEXER_SHARE)."""
+    return llg.LLParserLimits(
+        max_items_in_row=limits.max_items_in_row,
+        initial_lexer_fuel=limits.initial_lexer_fuel,
+        step_lexer_fuel=limits.step_lexer_fuel,
+        step_max_items=limits.step_max_items,
+        max_lexer_states=max(1, limits.max_lexer_states // OWN_LEXER_SHARE),
+        max_grammar_size=limits.max_grammar_size,
+        precompute_large_lexemes=limits.precompute_large_lexemes,
+        verbose_errors=limits.verbose_errors,
+    )
 
 
 @dataclass
@@ -512,7 +532,8 @@ class LLGuidanceGrammar(BaseGrammarObject):
         if self.moved or not (limit or (refused and self.shared.full)):
             return False
         self.shared.spent = self.shared.full = True
-        shared = _Shared(self.shared.grammar, self.shared.tokenizer, self.shared.limits, jumps=self.shared.jumps)
+        limits = _own_limits(self.shared.limits)
+        shared = _Shared(self.shared.grammar, self.shared.tokenizer, limits, jumps=self.shared.jumps)
         start = shared.new_start()
         matcher = start.deep_copy()
         if matcher.is_error() or matcher.try_consume_tokens(self.tokens) != len(self.tokens):
