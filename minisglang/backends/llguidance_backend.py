@@ -411,26 +411,6 @@ BYTES_PER_SECOND = 512 << 20
 # Charged this much (~60 ms of calls), a compile is spent: the cache compiles it afresh for
 # the next request, and the trim's byte bound counts it meanwhile.
 SPENT_BYTES = 32 << 20
-# A copy moved to a fresh compile of its own (`_moved_on`) is the one request that compile
-# serves, and the cache does not hold it, so nothing counts it: its lexer is bounded to this
-# share of the shared lexer's states. Its own walk needs only the states its text reaches (a
-# friendly grammar's, hundreds); a hostile walk that filled a shared compile (~110 MiB at
-# 250,000 states) reaches its own limit at ~25 MiB, not after another ~110 MiB.
-OWN_LEXER_SHARE = 5
-
-
-def _own_limits(limits: llg.LLParserLimits) -> llg.LLParserLimits:
-    """`limits` with a moved copy's share of the lexer's states (OWN_LEXER_SHARE)."""
-    return llg.LLParserLimits(
-        max_items_in_row=limits.max_items_in_row,
-        initial_lexer_fuel=limits.initial_lexer_fuel,
-        step_lexer_fuel=limits.step_lexer_fuel,
-        step_max_items=limits.step_max_items,
-        max_lexer_states=max(1, limits.max_lexer_states // OWN_LEXER_SHARE),
-        max_grammar_size=limits.max_grammar_size,
-        precompute_large_lexemes=limits.precompute_large_lexemes,
-        verbose_errors=limits.verbose_errors,
-    )
 
 
 @dataclass
@@ -473,6 +453,7 @@ class LLGuidanceGrammar(BaseGrammarObject):
         self.shared = shared
         self.tokens: list[int] = []  # taken so far: replayed on a fresh compile (`_moved_on`)
         self.moved = False  # moved to a fresh compile once already
+        self.seconds = 0.0  # this copy's share of `shared.seconds`: what its own walk built
 
     def _call(self, work: Callable[[], Any]) -> Any:
         """`work` (a call into llguidance), its seconds charged to the compile."""
@@ -480,7 +461,9 @@ class LLGuidanceGrammar(BaseGrammarObject):
         try:
             return work()
         finally:
-            self.shared.seconds += time.perf_counter() - started
+            seconds = time.perf_counter() - started
+            self.shared.seconds += seconds
+            self.seconds += seconds
 
     def accept_token(self, token_id: int) -> None:
         # `consume_token` of a refused token leaves the matcher in an error state that no
@@ -526,19 +509,23 @@ class LLGuidanceGrammar(BaseGrammarObject):
         """If the shared lexer reached its limit (another request's walk may have filled it: a
         stranger's soak saw a valid request fail at its third token), move this copy to a fresh
         compile of the grammar, its own, and replay its tokens: True if it could. `refused`: a
-        token was refused with no error, which a full lexer does too. Once per copy: a second
-        limit is its own walk's."""
+        token was refused with no error, which a full lexer does too. Not when this copy's own
+        calls took most of the compile's time (its own walk built the lexer), and once per
+        copy: a second limit is its own walk's."""
         limit = self.matcher.is_error() and _lexer_limit(self.matcher.get_error())
         if self.moved or not (limit or (refused and self.shared.full)):
             return False
         self.shared.spent = self.shared.full = True
-        limits = _own_limits(self.shared.limits)
-        shared = _Shared(self.shared.grammar, self.shared.tokenizer, limits, jumps=self.shared.jumps)
+        if self.seconds > self.shared.seconds / 2:
+            # Most of the lexer is this copy's own walk's doing: the limit is its own, and a
+            # fresh compile would only be filled again (~110-190 MiB that no cache counts).
+            return False
+        shared = _Shared(self.shared.grammar, self.shared.tokenizer, self.shared.limits, jumps=self.shared.jumps)
         start = shared.new_start()
         matcher = start.deep_copy()
         if matcher.is_error() or matcher.try_consume_tokens(self.tokens) != len(self.tokens):
             return False
-        self.start, self.matcher, self.shared, self.moved = start, matcher, shared, True
+        self.start, self.matcher, self.shared, self.moved, self.seconds = start, matcher, shared, True, 0.0
         return True
 
     # llguidance writes straight into the tensor's memory. (Its llguidance.torch helpers
@@ -588,6 +575,8 @@ class LLGuidanceGrammar(BaseGrammarObject):
         seconds = time.perf_counter() - started
         for shared in {id(g.shared): g.shared for g, _ in entries}.values():
             shared.seconds += seconds
+        for g, _ in entries:  # (each copy its share: a slow row is timed alone, see the doc above)
+            g.seconds += seconds / len(entries)
         for g, idx in entries:  # the scheduler then masks row by row to find whose grammar it was
             if g._moved_on():
                 g.fill_vocab_mask(vocab_mask, idx)  # its row again, on its fresh compile
