@@ -218,12 +218,43 @@ def length_order(encoded, rng: random.Random, sort_pool: int = 0) -> list[int]:
     ]
 
 
-def make_batches(encoded, tokens_per_batch: int, pad_id: int, rng: random.Random, sort_pool: int = 0):
+def name_marks(tokenizer) -> tuple[list[int], frozenset[int]]:
+    """(the tokens that open a name's value in an answer, `"name": "`; every token that
+    begins with a double quote, one of which ends it) for `name_positions`."""
+    # (the quote before `name` is glued to what precedes it: `{"`, `, "`)
+    opening = tokenizer('"name": "', add_special_tokens=False)["input_ids"][1:]
+    closing = frozenset(i for t, i in tokenizer.get_vocab().items() if t.startswith('"'))
+    return opening, closing
+
+
+def name_positions(seq: list[int], start: int, marks: tuple[list[int], frozenset[int]]) -> list[int]:
+    """The positions of `seq`'s answer (from `start`) that hold a name's value and the token
+    that closes it (`"name": "` ... `"`): where the model decides to copy on or to stop."""
+    opening, closing = marks
+    out, i = [], start
+    while i + len(opening) <= len(seq):
+        if seq[i : i + len(opening)] != opening:
+            i += 1
+            continue
+        i += len(opening)
+        while i < len(seq):
+            out.append(i)
+            i += 1
+            if seq[i - 1] in closing:
+                break
+    return out
+
+
+def make_batches(
+    encoded, tokens_per_batch: int, pad_id: int, rng: random.Random, sort_pool: int = 0, names: tuple | None = None
+):
     """Group examples of similar length into batches of about ``tokens_per_batch`` tokens
     (``sort_pool``: see ``length_order``).
 
     Every row is one example starting at position 0, exactly as at inference time.
     Returns a list of (input_ids [B, L], labels [B, L]); labels are -100 outside answers.
+    With ``names`` (weight, `name_marks`), each batch also has weights [B, L]: the weight
+    at a name's value and its closing quote (`name_positions`), 1 elsewhere.
     """
     order = length_order(encoded, rng, sort_pool)
     batches, i = [], 0
@@ -234,17 +265,23 @@ def make_batches(encoded, tokens_per_batch: int, pad_id: int, rng: random.Random
         width = max(len(encoded[j][0]) for j in idx)
         ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
         labels = torch.full((len(idx), width), -100, dtype=torch.long)
+        weights = torch.ones((len(idx), width)) if names else None
         for r, j in enumerate(idx):
             seq, n_prompt = encoded[j]
             ids[r, : len(seq)] = torch.tensor(seq)
             labels[r, n_prompt : len(seq)] = torch.tensor(seq[n_prompt:])  # answer + EOS only
-        batches.append((ids, labels))
+            if names:
+                weights[r, name_positions(seq, n_prompt, names[1])] = names[0]
+        batches.append((ids, labels) if weights is None else (ids, labels, weights))
     rng.shuffle(batches)
     return batches
 
 
-def answer_loss(model: LlamaForCausalLM, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Next-token cross-entropy on the answer positions only; ids, labels: [B, L].
+def answer_loss(
+    model: LlamaForCausalLM, ids: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Next-token cross-entropy on the answer positions only; ids, labels (and weights, each
+    label's weight in the sum, still divided by the number of labels): [B, L].
 
     The output projection runs only where a label exists, which saves most of its cost.
     """
@@ -252,7 +289,10 @@ def answer_loss(model: LlamaForCausalLM, ids: torch.Tensor, labels: torch.Tensor
     targets = labels[:, 1:]
     keep = targets != -100
     logits = model.lm_head(hidden[:, :-1][keep])  # [N, V]
-    return torch.nn.functional.cross_entropy(logits, targets[keep])
+    if weights is None:
+        return torch.nn.functional.cross_entropy(logits, targets[keep])
+    each = torch.nn.functional.cross_entropy(logits, targets[keep], reduction="none")
+    return (each * weights[:, 1:][keep]).mean()
 
 
 def expand_blocks(model: LlamaForCausalLM, layers: int) -> LlamaForCausalLM:
@@ -437,6 +477,12 @@ def main(argv: list[str] | None = None) -> None:
         default=0.0,
         help="the same for the answers (what the model learns to write)",
     )
+    ap.add_argument(
+        "--name-weight",
+        type=float,
+        default=1.0,
+        help="the loss's weight on a name's value and its closing quote in the main corpus's answers (1: as any token)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     # On a small machine shared with other jobs, more threads than free cores wait on each other.
     ap.add_argument("--threads", type=int, default=1)
@@ -577,15 +623,20 @@ def train(args) -> None:
                         examples, parts, args.bpe_dropout, args.bpe_dropout_answer, args.seed * 100043 + epoch
                     )
                 batches = make_batches(
-                    examples, args.tokens_per_batch, eos_id, random.Random(args.seed * 100003 + epoch), args.sort_pool
+                    examples,
+                    args.tokens_per_batch,
+                    eos_id,
+                    random.Random(args.seed * 100003 + epoch),
+                    args.sort_pool,
+                    (args.name_weight, name_marks(tokenizer)) if args.name_weight != 1.0 else None,
                 )
             # a fresh epoch may make a few batches more or fewer than epoch 0: the step
             # count of an epoch stays per_epoch, so a resumed run takes the same batches
             batch = batches[main_step % per_epoch % len(batches)]
-        ids, labels = (t.to(args.device) for t in batch)
+        ids, labels, *weights = (t.to(args.device) for t in batch)
         for group in opt.param_groups:
             group["lr"] = lr_at(step, args.steps, args.lr, warmup=max(1, args.steps // 20))
-        loss = answer_loss(model, ids, labels)
+        loss = answer_loss(model, ids, labels, weights[0] if weights else None)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -760,6 +811,7 @@ RECIPE_DEFAULTS = {
     "mined": None,
     "mined_mix": 0.0,
     "mined_loss_from_miss": False,
+    "name_weight": 1.0,
 }
 
 

@@ -369,3 +369,54 @@ def test_training_with_bpe_dropout_resumes_as_one_run(tmp_path):
         torch.load(tmp_path / "plain" / "state" / "checkpoint.pt", weights_only=False)["losses"][2]
         != whole["losses"][2]
     )
+
+
+def test_name_weight_weighs_a_names_value_and_its_closing_quote():
+    """--name-weight: the loss's weight on the tokens of each `"name": "..."` value of an answer
+    and on the token that closes it (where the model copies on or stops), 1 elsewhere; the
+    weighted loss is each answer token's cross-entropy times its weight, over the answer tokens."""
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    import minisglang
+
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(minisglang.DEFAULT_MODEL_PATH)
+    marks = train_tiny_model.name_marks(tokenizer)
+    prompt = tokenizer("<|user|>\nWho is Barqorqor?\n<|assistant|>\n", add_special_tokens=False)["input_ids"]
+    seqs = []
+    for answer, name in [
+        ('{"name": "Barqorqor", "age": 4}', "Barqorqor"),
+        ('{"age": 4, "name": "张三"}', "张三"),
+        ('{"city": "name"}', None),
+    ]:
+        seq = prompt + tokenizer(answer + "<|endoftext|>", add_special_tokens=False)["input_ids"]
+        seqs.append(seq)
+        at = train_tiny_model.name_positions(seq, len(prompt), marks)
+        if name is None:
+            assert at == []
+            continue
+        assert at == list(range(at[0], at[-1] + 1)) and at[0] >= len(prompt)
+        assert tokenizer.decode(seq[at[0] : at[-1]]) == name and tokenizer.decode([seq[at[-1]]]).startswith('"')
+    seq = seqs[0]
+    ((ids, labels, weights),) = train_tiny_model.make_batches(
+        [(seq, len(prompt))], 4096, 0, random.Random(0), names=(3.0, marks)
+    )
+    named = train_tiny_model.name_positions(seq, len(prompt), marks)
+    assert len(named) > 3 and weights.sum().item() == ids.numel() + 2.0 * len(named)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+        )
+    )
+    plain = train_tiny_model.answer_loss(model, ids, labels)
+    assert torch.allclose(train_tiny_model.answer_loss(model, ids, labels, torch.ones_like(weights)), plain)
+    logits = model(input_ids=ids).logits[0, :-1]
+    each = torch.nn.functional.cross_entropy(logits, labels[0, 1:], reduction="none", ignore_index=-100)
+    keep = labels[0, 1:] != -100
+    expected = (each * weights[0, 1:])[keep].sum() / keep.sum()
+    assert torch.allclose(train_tiny_model.answer_loss(model, ids, labels, weights), expected, atol=1e-6)
