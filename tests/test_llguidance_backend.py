@@ -314,6 +314,27 @@ def test_the_request_that_filled_the_lexer_ends_there_and_the_others_move_with_r
     assert innocent.is_terminated()
 
 
+def test_a_token_the_mask_allowed_and_a_full_lexer_refused_is_named_the_grammars_limit(tokenizer):
+    """A string of maxLength 100,000 builds a lexer state a character. At llguidance's limit
+    the mask still allowed the next token and taking it failed with no error at all: the
+    engine ended the request as the backend's fault ("its mask allowed a token its matcher
+    then refused"). The refusal is looked into, and named the grammar's limit."""
+    import llguidance as llg
+
+    from minisglang.backends.base import GrammarLimitError, get_backend_class
+
+    backend = get_backend_class("llguidance")(tokenizer, tokenizer.vocab_size + PAD, compile_in="thread")
+    backend.limits = llg.LLParserLimits(verbose_errors=False, max_lexer_states=5000)
+    grammar = compiled(backend, "json_schema", json.dumps({"type": "string", "maxLength": 100000}))
+    text = tokenizer.encode(json.dumps("snowboarding " * 2000))[:-1]
+    with pytest.raises(GrammarLimitError, match=r"llguidance's parser reached a limit .*too many states"):
+        _walk(grammar, tokenizer, text)  # (each token allowed by its mask first)
+    # A refused token no mask allowed (s7's drafts) is refused as before, cheaply.
+    fresh = compiled(backend, "json_schema", json.dumps({"type": "string", "maxLength": 5}))
+    with pytest.raises(GrammarError, match="is not allowed by the grammar here"):
+        fresh.accept_token(tokenizer.encode("a")[0])
+
+
 @pytest.mark.parametrize(
     "kind, grammar",
     [

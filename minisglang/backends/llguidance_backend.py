@@ -453,6 +453,9 @@ class LLGuidanceGrammar(BaseGrammarObject):
         self.shared = shared
         self.tokens: list[int] = []  # taken so far: replayed on a fresh compile (`_moved_on`)
         self.moved = False  # moved to a fresh compile once already
+        # (tokens taken, the row) of this copy's last mask: a refusal of a token it allowed is
+        # looked into (`_lexer_limit_refused`), a draft's refusal is not
+        self.masked: tuple[int, torch.Tensor] | None = None
         self.seconds = 0.0  # this copy's share of `shared.seconds`: what its own walk built
 
     def _call(self, work: Callable[[], Any]) -> Any:
@@ -471,19 +474,40 @@ class LLGuidanceGrammar(BaseGrammarObject):
         # seam guess feeds drafts and goes on without them when one is refused). But
         # try_consume_tokens counts no EOS: where the grammar may end it stops the matcher (or
         # finds it stopped, only EOS being left) and answers 0.
+        limit = ""
         for _ in range(2):  # (twice: once more after `_moved_on`)
             if self._call(lambda: self.matcher.try_consume_tokens([token_id])) == 1:
                 self.tokens.append(token_id)
                 return
             if token_id in self.stop_tokens and self.matcher.is_stopped() and not self.matcher.is_error():
                 return
+            limit = limit or self._lexer_limit_refused(token_id)
             if not self._moved_on(refused=True):
                 break
         # A token its own mask allowed, refused for a limit the parser reached taking it (an
         # all-required recursive schema, `{"a": {"$ref": "#"}}` required: "Too many items
         # (limit 50000; ff_tokens)"): the grammar's fault, said as such (it was a 500).
         self._refuse_error_state()
+        if limit:
+            raise GrammarLimitError(f"llguidance's parser reached a limit on this grammar here: {limit}")
         raise GrammarError(f"token {token_id} is not allowed by the grammar here")
+
+    def _lexer_limit_refused(self, token_id: int) -> str:
+        """Why llguidance refused `token_id` with no error, if it was its lexer's limit (the
+        reason; marks the shared lexer full), else "". A full lexer refuses even a token its
+        own mask allowed, and says nothing: a string of `maxLength` 100,000 builds a state a
+        character, and at the limit the request ended as the backend's fault ("its mask
+        allowed a token its matcher then refused"). A copy taking the token outright says why
+        (~0.1 ms: only for a token this copy's own mask allowed, not for s7's refused drafts)."""
+        if self.shared.full or self.matcher.is_error() or not self._mask_allowed(token_id):
+            return ""
+        probe = self.matcher.deep_copy()
+        self._call(lambda: probe.consume_token(token_id))
+        reason = probe.get_error().replace("<non-verbose/>", "").strip() if probe.is_error() else ""
+        if not _lexer_limit(reason):
+            return ""
+        self.shared.full = True
+        return reason
 
     def rollback(self, k: int) -> None:
         if k == 0:  # nothing undone (llguidance refuses any rollback once in an error state)
@@ -541,6 +565,13 @@ class LLGuidanceGrammar(BaseGrammarObject):
     def _mask_into(self, row: torch.Tensor) -> None:
         """This matcher's allowed tokens written into `row` [W], charged to the compile."""
         self._call(lambda: self.matcher.unsafe_compute_mask_ptr(row.data_ptr(), row.numel() * row.element_size()))
+        self.masked = (len(self.tokens), row)
+
+    def _mask_allowed(self, token_id: int) -> bool:
+        """Whether this copy's mask for its current position allowed `token_id`."""
+        if self.masked is None or self.masked[0] != len(self.tokens):
+            return False
+        return bool(int(self.masked[1][token_id >> 5]) >> (token_id & 31) & 1)
 
     def _refuse_error_state(self, at_start: bool = False) -> None:
         """A matcher in its error state (an empty language like `[^\\s\\S]` or `root ::= root`,
@@ -577,6 +608,8 @@ class LLGuidanceGrammar(BaseGrammarObject):
             shared.seconds += seconds
         for g, _ in entries:  # (each copy its share: a slow row is timed alone, see the doc above)
             g.seconds += seconds / len(entries)
+        for g, idx in entries:
+            g.masked = (len(g.tokens), vocab_mask[idx])
         for g, idx in entries:  # the scheduler then masks row by row to find whose grammar it was
             if g._moved_on():
                 g.fill_vocab_mask(vocab_mask, idx)  # its row again, on its fresh compile
