@@ -249,7 +249,7 @@ def test_a_request_on_a_compile_whose_lexer_another_request_filled_goes_on_with_
     from minisglang.backends.base import GrammarLimitError, get_backend_class
 
     backend = get_backend_class("llguidance")(tokenizer, tokenizer.vocab_size + PAD, compile_in="thread")
-    backend.limits = llg.LLParserLimits(verbose_errors=False, max_lexer_states=3000)
+    backend.limits = llg.LLParserLimits(verbose_errors=False, max_lexer_states=10000)
     regex = "ok[a-z]{0,30}|x[ab]*a[ab]{18}"
     start = compiled(backend, "regex", regex)
     a, b = start.copy(), start.copy()
@@ -290,14 +290,14 @@ def test_the_request_that_filled_the_lexer_ends_there_and_the_others_move_with_r
     from minisglang.backends.base import GrammarLimitError, get_backend_class
 
     backend = get_backend_class("llguidance")(tokenizer, tokenizer.vocab_size + PAD, compile_in="thread")
-    backend.limits = llg.LLParserLimits(verbose_errors=False, max_lexer_states=3000)
-    regex = "ok[a-z]{0,2000}|x[ab]*a[ab]{18}"
+    backend.limits = llg.LLParserLimits(verbose_errors=False, max_lexer_states=10000)
+    regex = "ok[a-z]{0,3000}|x[ab]*a[ab]{18}"
     start = compiled(backend, "regex", regex)
     enc = {c: tokenizer.encode(c) for c in "okxab"}
     letters = [t for t in range(tokenizer.vocab_size) if tokenizer.decode([t]) in ("s", "t", "u", "v")]
-    long_text = [random.Random(2).choice(letters) for _ in range(1000)]  # ~1,000 lexer states alone
+    long_text = [random.Random(2).choice(letters) for _ in range(2500)]  # ~2,500 lexer states alone
     alone = start.copy()
-    _walk(alone, tokenizer, enc["o"] + enc["k"] + long_text)  # (fills 1,000 of the 3,000)
+    _walk(alone, tokenizer, enc["o"] + enc["k"] + long_text)  # (fills 2,500 of the 10,000)
     start = compiled(backend, "regex", regex + "|y")  # a compile of its own for the rest
     hostile, innocent = start.copy(), start.copy()
     _walk(innocent, tokenizer, enc["o"] + enc["k"])
