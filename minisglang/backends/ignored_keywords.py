@@ -471,22 +471,22 @@ def values_outside_type(schema: SchemaObject) -> bool:
     return not all(any(has(v, t) for t in types) for v in values)
 
 
-def repeated_keys_may_count(schema: SchemaObject) -> bool:
+def repeated_keys_may_count(schema: SchemaObject, absent_open: bool = False) -> bool:
     """`minProperties` asks for more keys than the required ones while keys the schema does
     not list may be written: a grammar counts `{"a": 1, "a": 2}` as two, a parser keeps one
-    (xgrammar and llguidance allowed it; the fsm backend refuses the same shape itself)."""
+    (xgrammar and llguidance allowed it; the fsm backend refuses the same shape itself).
+    Where `additionalProperties` is not written, an object that lists properties takes no
+    other key in xgrammar, and any key in llguidance (`absent_open`), as JSON Schema says."""
     least, required = schema["minProperties"], schema.get("required", [])
-    extra = schema.get("additionalProperties", None if "properties" in schema else True)
-    unlisted = (extra is not None and extra is not False) or "patternProperties" in schema
+    unlisted = "patternProperties" in schema or allows_keys(
+        schema, "additionalProperties", absent=absent_open or "properties" not in schema
+    )
     # (one key is one key, repeated or not: only two or more can be miscounted)
     return isinstance(least, int) and isinstance(required, list) and least > max(1, len(set(required))) and unlisted
 
 
-REPEATED_KEYS = IgnoredKeyword(
-    "minProperties",
-    "beyond the required properties where unlisted keys may be written (a repeated key counts twice)",
-    repeated_keys_may_count,
-)
+REPEATED_KEYS_HOW = "beyond the required properties where unlisted keys may be written (a repeated key counts twice)"
+REPEATED_KEYS = IgnoredKeyword("minProperties", REPEATED_KEYS_HOW, repeated_keys_may_count)
 
 
 def not_a_local_pointer(schema: SchemaObject) -> bool:

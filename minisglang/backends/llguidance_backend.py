@@ -84,7 +84,7 @@ from .base import (
 from .ignored_keywords import (
     INEXACT_BOUNDS,
     INEXACT_INTEGERS,
-    REPEATED_KEYS,
+    REPEATED_KEYS_HOW,
     IgnoredKeyword,
     SchemaObject,
     allows_keys,
@@ -98,6 +98,7 @@ from .ignored_keywords import (
     pattern_rules,
     refuse_ignored_keywords,
     refuse_unused_triggers,
+    repeated_keys_may_count,
     rewrite_subschemas,
     unlisted_raw_names,
 )
@@ -229,7 +230,9 @@ IGNORED = (
         "that is not a whole number (it divides the decimal text; Python's jsonschema divides doubles)",
         _fractional_multiple,
     ),
-    REPEATED_KEYS,
+    # (it writes unlisted keys where additionalProperties is not written: `{"a": 1, "x": 1, "x":
+    # 2}` met minProperties 3 beside one listed property, a stranger's fuzzer found)
+    IgnoredKeyword("minProperties", REPEATED_KEYS_HOW, lambda s: repeated_keys_may_count(s, absent_open=True)),
     # (it matches a key against the patterns as spelled: `{"\u0061b": "x"}` came out under `^a`
     # integers, an extra key to it; with extra keys forbidden only a pattern's spellings are left)
     IgnoredKeyword(
