@@ -203,6 +203,23 @@ def test_min_properties_beyond_the_listed_keys_blames_the_policy_not_the_schema(
             build_regex_from_schema({**schema, "additionalProperties": additional})
 
 
+@pytest.mark.parametrize("automaton", ["eager", "lazy"])
+def test_min_properties_beyond_what_the_patterns_allow_blames_the_policy_not_the_schema(automaton):
+    """The same with patternProperties in place of properties: no key outside the patterns is
+    written without additionalProperties, so {"patternProperties": {"^x$": false},
+    "minProperties": 1} has no value we write, but {"a": 1} is valid. It was refused as "the
+    schema accepts no JSON value", blaming the `false` (another stranger's fuzzer)."""
+    schema = {"type": "object", "patternProperties": {"^x$": False}, "minProperties": 1}
+    assert is_valid({"a": 1}, schema)
+    with pytest.raises(UnsupportedSchemaError) as info:
+        build_regex_from_schema(schema, automaton=automaton)
+    message = str(info.value)
+    assert "accepts no JSON value" not in message and "no value that minisglang writes" in message
+    assert "minProperties 1 at #" in message and "additionalProperties" in message
+    with pytest.raises(UnsupportedSchemaError, match="accepts no JSON value"):  # (a schema's own emptiness)
+        build_regex_from_schema({**schema, "additionalProperties": False}, automaton=automaton)
+
+
 @pytest.mark.parametrize(
     "keys",
     [{}, {"additionalProperties": {"type": "integer"}}, {"patternProperties": {"^p": {}}}],

@@ -118,6 +118,12 @@ class _ObjectRules(_CompilerBase):
             else:  # a map (None: propertyNames allows no key)
                 key = STRING if names_free else key_regex
             entries = [] if extra_value is None or key is None else [_concat(key, COLON, self.ws, extra_value)]
+        if not entries and patterns and additional is None and counts[0] > len(members):  # our policy again
+            self.note_empty(
+                f"minProperties {counts[0]} at {path} asks for more keys than the {len(members)} listed, and "
+                "an object with patternProperties gets no key its patterns do not match unless "
+                "additionalProperties is written (true or a schema)"
+            )
         if not entries:
             return self._members_regex(members, path, counts=counts)
         one_entry = not members and "properties" not in schema and counts[0] == 1  # one key is distinct
