@@ -894,3 +894,23 @@ def test_a_one_of_branch_refused_on_its_own_says_so_in_its_own_words():
     with pytest.raises(ValueError, match="lookaround assertions are not supported") as refused:
         build_regex_from_schema(schema)
     assert str(refused.value).startswith("'pattern' '(?=a)' at #/oneOf/1/pattern"), str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "array", "items": {"type": "integer"}, "enum": [[1, 1.0]]},
+        {"allOf": [{"type": "array", "items": {"type": "integer"}}], "const": [2.0, 3]},
+    ],
+)
+def test_an_enum_value_with_whole_floats_under_integers_is_written(schema):
+    """`[1, 1.0]` under integer items is valid (1.0 is an integer), but its text failed the
+    integer regex, and the schema was refused as "the schema accepts no JSON value" (a
+    stranger's fuzzer; `{"type": "integer", "enum": [1.0]}` already worked). Every spelling
+    of the value is written, and only the value."""
+    regex = build_regex_from_schema(schema)
+    value = (schema.get("enum") or [schema["const"]])[0]
+    texts = {json.dumps(value), json.dumps(value).replace(".0", ""), "[1, 2]", '[2, {"a": 4}]', "[]"}
+    for text in texts:
+        assert bool(re.fullmatch(regex, text)) == is_valid(json.loads(text), schema), text
+    assert re.fullmatch(regex, json.dumps(value).replace(".0", ""))

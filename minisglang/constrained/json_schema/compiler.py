@@ -25,7 +25,13 @@ from minisglang.constrained.json_schema.options import SchemaOptions
 from minisglang.constrained.json_schema.regex_parts import Regex, _alt, _concat, lit
 from minisglang.constrained.json_schema.string_chars import STRING
 from minisglang.constrained.json_schema.strings import _StringRules
-from minisglang.constrained.json_schema.values import _json_equal, _json_type_of, _literal, _type_allows
+from minisglang.constrained.json_schema.values import (
+    _json_equal,
+    _json_type_of,
+    _literal,
+    _type_allows,
+    _whole_as_int,
+)
 
 # `_any_value`'s trees by (nesting, whitespace, options), as compiles made them: every
 # schema with an unconstrained value (`{}`, an array's missing `items`) needs the same one.
@@ -183,12 +189,14 @@ class _SchemaCompiler(_ApplicatorRules, _NumberRules, _StringRules, _ArrayRules,
                     rest_regex, json.dumps(value, separators=(",", ":"), ensure_ascii=False)
                 )
 
-            # as given, else with keys in properties order (reordered only on a miss: an enum may hold thousands)
-            values = [
-                v
-                for v in values
-                if written(v) or (isinstance(v, (dict, list)) and written(self._in_properties_order(v, rest, path)))
-            ]
+            def fits(value: Any) -> bool:  # as given, else with keys in properties order (only on a miss)
+                return written(value) or (
+                    isinstance(value, (dict, list)) and written(self._in_properties_order(value, rest, path))
+                )
+
+            # ... else with its whole floats as integers: `[1, 1.0]` under integer items is the
+            # valid `[1, 1]` (a stranger's fuzzer: refused as "the schema accepts no JSON value")
+            values = [v for v in values if fits(v) or ((w := _whole_as_int(v)) is not v and fits(w))]
         literals = []
         for v in values:  # (an enum may hold thousands of values: a checkpoint per value)
             tick(self.budget, path)

@@ -87,6 +87,20 @@ def _count(schema: dict[str, Any], keyword: str, path: str) -> int | None:
     return int(value)
 
 
+def _whole_as_int(value: Any) -> Any:
+    """`value` with each float equal to an integer below 2**53 as that integer, as our number
+    regexes write it (`[1, 1.0]` -> `[1, 1]`); `value` itself when it holds none."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, list):
+        items = [_whole_as_int(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value)) else items
+    if isinstance(value, dict):
+        members = {k: _whole_as_int(v) for k, v in value.items()}
+        return value if all(members[k] is value[k] for k in value) else members
+    return value
+
+
 def _literal(value: object, ws: Regex) -> Regex | None:
     """The JSON text of one value; numbers equal to an integer also as `n` and `n.0`."""
     if value is None or isinstance(value, bool):
