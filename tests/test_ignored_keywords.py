@@ -316,6 +316,29 @@ ENFORCED = {
 }
 
 
+@pytest.mark.parametrize("branches", ["anyOf", "oneOf"])
+def test_xgrammar_takes_a_union_with_a_false_branch_as_the_union_without_it(backends, tokenizer, branches):
+    """`false` meets no value, so `{"anyOf": [integer, false]}` is `{"anyOf": [integer]}`
+    (and "exactly one" is the same): xgrammar refused it, "Schema 'false' cannot accept any
+    value" (a stranger's fuzzer). The adapter drops such branches; one of only `false` is still
+    refused."""
+    schema = {branches: [INT, False, {**S, "maxLength": 2}]}
+    for text, valid in (("3", True), ('"ab"', True), ('"abc"', False), ("true", False)):
+        g = compiled(backends["xgrammar"], "json_schema", json.dumps(schema))
+        assert not isinstance(g, InvalidGrammarObject), g.message
+        try:
+            for t in tokenizer.encode(text):
+                g.accept_token(t)
+            g.accept_token(tokenizer.eos_token_id)
+            took = True
+        except GrammarError:
+            took = False
+        assert took == valid == jsonschema.Draft202012Validator(schema).is_valid(json.loads(text)), text
+    assert isinstance(
+        compiled(backends["xgrammar"], "json_schema", json.dumps({branches: [False]})), InvalidGrammarObject
+    )
+
+
 @pytest.mark.parametrize("name", LIBRARIES)
 def test_keywords_a_library_enforces_still_compile(backends, name):
     for schema in ENFORCED[name]:

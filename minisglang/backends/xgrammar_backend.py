@@ -328,6 +328,18 @@ IGNORED = (
 MAX_LENGTH_AS_PATTERN = 1000
 
 
+def _without_false_branches(schema: SchemaObject, pointer: str) -> SchemaObject:
+    """anyOf / oneOf without their `false` branches, which no value meets (so neither "any"
+    nor "exactly one" changes): xgrammar refused `{"anyOf": [{"type": "integer"}, false]}`
+    with "Schema 'false' cannot accept any value" (a stranger's fuzzer). A list of nothing
+    but `false` stays, and is refused as what it is."""
+    for key in ("anyOf", "oneOf"):
+        branches = schema.get(key)
+        if isinstance(branches, list) and any(b is False for b in branches) and any(b is not False for b in branches):
+            schema[key] = [b for b in branches if b is not False]
+    return schema
+
+
 def _whole_integer_bounds(schema: SchemaObject, pointer: str) -> SchemaObject:
     """An integer's bounds with a fraction as the whole bounds they mean (`minimum: 1.5` is
     `minimum: 2`, `exclusiveMaximum: 3.5` is `maximum: 3`): xgrammar refused them, saying
@@ -795,6 +807,7 @@ class XGrammarBackend(BaseGrammarBackend):
             schema = load_schema(text)
         except InvalidSchemaError as e:
             raise GrammarError(str(e)) from e
+        schema = rewrite_subschemas(schema, _without_false_branches)
         schema = rewrite_subschemas(schema, _whole_integer_bounds)  # (before the rules, which read whole bounds)
         refuse_ignored_keywords(schema, IGNORED, "xgrammar", "xgrammar")
         schema = rewrite_subschemas(schema, EXACT_BOUNDS)  # (after the rules, which name the user's bounds)
