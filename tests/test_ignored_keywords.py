@@ -339,6 +339,21 @@ def test_xgrammar_takes_a_union_with_a_false_branch_as_the_union_without_it(back
     )
 
 
+def test_a_librarys_refusal_says_what_the_library_does_in_a_readable_length(backends):
+    """Two library messages a stranger's fuzzer found misleading: xgrammar said "additional
+    properties aren't allowed" of a schema that does not write additionalProperties (it reads
+    absent as none), and llguidance wrote a date format's whole 300-character regex to say
+    that maxLength 9 leaves no date."""
+    listed = {"type": "object", "properties": {"a": INT}, "minProperties": 2}
+    refused = compiled(backends["xgrammar"], "json_schema", json.dumps(listed))
+    assert isinstance(refused, InvalidGrammarObject)
+    assert "where 'additionalProperties' is not written, xgrammar writes no key" in refused.message
+    refused = compiled(backends["llguidance"], "json_schema", json.dumps({**S, "format": "date", "maxLength": 9}))
+    assert isinstance(refused, InvalidGrammarObject)
+    assert "Unsatisfiable schema: Regex is empty" in refused.message
+    assert len(refused.message) < 260 and ".../" in refused.message, refused.message
+
+
 @pytest.mark.parametrize("name", LIBRARIES)
 def test_keywords_a_library_enforces_still_compile(backends, name):
     for schema in ENFORCED[name]:

@@ -434,6 +434,16 @@ class _Shared:
         return llg.LLMatcher(self.tokenizer, self.grammar, log_level=0, limits=self.limits)
 
 
+# A regex in one of llguidance's messages, `/.../` (its "Regex is empty: (And (SearchRegex /^...$/) ...)"
+# wrote a whole date format's regex, 300 characters, to say `maxLength: 9` leaves no date).
+_REGEX_IN_MESSAGE = re.compile(r"/((?:[^/\\\n]|\\.){80,}?)/(?=[) ;,]|$)")
+
+
+def _short_regexes(message: str) -> str:
+    """`message` with each long `/regex/` in it cut to its first 60 characters."""
+    return _REGEX_IN_MESSAGE.sub(lambda m: f"/{m.group(1)[:60]}.../", message)
+
+
 def _lexer_limit(reason: str) -> bool:
     """Whether an error is a limit of the lexer every copy of a compile shares (its states, its
     regex derivatives), not of this copy's parser (`Too many items (limit 50000; mask)`)."""
@@ -687,7 +697,7 @@ class LLGuidanceBackend(BaseGrammarBackend):
                     "as 'anyOf' (\"exactly one\" is not \"any\"): write 'anyOf' if any branch will do, "
                     "or use the 'fsm' backend, which enforces 'oneOf'"
                 )
-            raise GrammarError(error)
+            raise GrammarError(_short_regexes(error))
         compiled = LLGuidanceGrammar(start, frozenset(self.lltokenizer.eos_tokens), shared)
         # A grammar with no text at all (`root ::= root`), or one past a parser limit before
         # its first token, compiles: its first mask finds out. Found here, off the scheduler

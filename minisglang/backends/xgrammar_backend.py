@@ -791,6 +791,12 @@ class XGrammarBackend(BaseGrammarBackend):
             raise
         except Exception as e:  # xgrammar raises RuntimeError/ValueError with a parser message
             message = _clean_error(e)
+            if kind == "json_schema" and "but additional properties aren't allowed" in message:
+                # (said where additionalProperties is not written too: a stranger's fuzzer)
+                message += (
+                    "; where 'additionalProperties' is not written, xgrammar writes no key that "
+                    "'properties' does not list, so minProperties can ask for more keys than it writes"
+                )
             if kind == "ebnf" and _LARK_LINE.search(text):
                 message += (
                     "; this looks like a Lark grammar (`start: ...`, `%import`), and xgrammar reads "
