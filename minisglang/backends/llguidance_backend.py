@@ -67,6 +67,7 @@ from llguidance.gbnf_to_lark import (
     resolve,
 )
 
+from ..constrained.bitmask import allows
 from ..constrained.json_schema import InvalidSchemaError, load_schema
 
 # The characters one parsed item of a Python regex holds (`wide`: Python's reading, else
@@ -444,6 +445,11 @@ def _short_regexes(message: str) -> str:
     return _REGEX_IN_MESSAGE.sub(lambda m: f"/{m.group(1)[:60]}.../", message)
 
 
+def _error_reason(matcher: llg.LLMatcher) -> str:
+    """The matcher's error, without the tag its short errors carry."""
+    return matcher.get_error().replace("<non-verbose/>", "").strip()
+
+
 def _lexer_limit(reason: str) -> bool:
     """Whether an error is a limit of the lexer every copy of a compile shares (its states, its
     regex derivatives), not of this copy's parser (`Too many items (limit 50000; mask)`)."""
@@ -516,7 +522,7 @@ class LLGuidanceGrammar(BaseGrammarObject):
             return ""
         probe = self.matcher.deep_copy()
         self._call(lambda: probe.consume_token(token_id))
-        reason = probe.get_error().replace("<non-verbose/>", "").strip() if probe.is_error() else ""
+        reason = _error_reason(probe) if probe.is_error() else ""
         if not _lexer_limit(reason):
             return ""
         self.shared.full = True
@@ -582,9 +588,7 @@ class LLGuidanceGrammar(BaseGrammarObject):
 
     def _mask_allowed(self, token_id: int) -> bool:
         """Whether this copy's mask for its current position allowed `token_id`."""
-        if self.masked is None or self.masked[0] != len(self.tokens):
-            return False
-        return bool(int(self.masked[1][token_id >> 5]) >> (token_id & 31) & 1)
+        return self.masked is not None and self.masked[0] == len(self.tokens) and allows(self.masked[1], token_id)
 
     def _refuse_error_state(self, at_start: bool = False) -> None:
         """A matcher in its error state (an empty language like `[^\\s\\S]` or `root ::= root`,
@@ -592,7 +596,7 @@ class LLGuidanceGrammar(BaseGrammarObject):
         "stop" whose text the grammar never accepted. Raise instead: the request is aborted
         (`at_start`: the compile is refused)."""
         if self.matcher.is_error():
-            reason = self.matcher.get_error().replace("<non-verbose/>", "").strip()
+            reason = _error_reason(self.matcher)
             # ("Too many items (limit 50000; mask)", "lexer error: too many expressions constructed"
             # (its regex derivatives, e.g. free text with 100 excludes): a resource, not the language)
             if "(limit " in reason or "too many" in reason.lower():
@@ -619,9 +623,8 @@ class LLGuidanceGrammar(BaseGrammarObject):
         seconds = time.perf_counter() - started
         for shared in {id(g.shared): g.shared for g, _ in entries}.values():
             shared.seconds += seconds
-        for g, _ in entries:  # (each copy its share: a slow row is timed alone, see the doc above)
+        for g, idx in entries:  # (each copy its share: a slow row is timed alone, see the doc above)
             g.seconds += seconds / len(entries)
-        for g, idx in entries:
             g.masked = (len(g.tokens), vocab_mask[idx])
         for g, idx in entries:  # the scheduler then masks row by row to find whose grammar it was
             if g._moved_on():

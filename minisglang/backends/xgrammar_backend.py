@@ -48,7 +48,7 @@ import torch
 import xgrammar as xgr
 
 from ..constrained import library_children
-from ..constrained.bitmask import pack_bits
+from ..constrained.bitmask import allows, pack_bits
 from ..constrained.compile_service import ChildKilled, CompileTimeout
 from ..constrained.json_schema import InvalidSchemaError, UnsupportedSchemaError, load_schema
 
@@ -668,7 +668,7 @@ class XGrammarGrammar(BaseGrammarObject):
         masked `He` in, then refused it), and a request that samples such a token is aborted
         for the library's inconsistency, not its own."""
         row = self._row_now()
-        if not int(row[0, token_id >> 5]) >> (token_id & 31) & 1:
+        if not allows(row[0], token_id):
             return ""
         return (
             " (xgrammar's own mask allowed it: its mask and its matcher disagree on this grammar, a "

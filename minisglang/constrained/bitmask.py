@@ -41,6 +41,11 @@ def unpack_bits(mask: torch.Tensor, vocab_size: int) -> torch.Tensor:
     # END SOLUTION
 
 
+def allows(row: torch.Tensor, token_id: int) -> bool:
+    """Whether the packed mask row [W] int32 has `token_id`'s bit set."""
+    return bool(int(row[token_id >> 5]) >> (token_id & 31) & 1)
+
+
 def with_rows(fsm: TokenFSM, vocab_size: int) -> TokenFSM:
     """`fsm` plus `bitmasks` [num_states, W] int32 and `state_row` {state: its row}.
 

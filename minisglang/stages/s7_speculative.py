@@ -45,6 +45,7 @@ from typing import Any, cast
 import torch
 
 from ..backends.base import BaseGrammarObject, GrammarError
+from ..constrained.bitmask import allows
 from ..core import AbortKind, Req
 from ..model.forward_batch import ForwardBatch, ForwardMode
 from ..overlap import ForwardThread, OverlapScheduler
@@ -152,11 +153,6 @@ def coupled(req: Req) -> bool:
     """A seeded sampling request: its tokens after the first are chosen by `seeded_scores`,
     so its text depends on its seed alone, not on the drafts it was offered."""
     return req.sampling_params.seed is not None and not is_greedy(req)
-
-
-def allows(row: torch.Tensor, token_id: int) -> bool:
-    """Whether the packed mask row [W] int32 has `token_id`'s bit set."""
-    return bool(int(row[token_id >> 5]) >> (token_id & 31) & 1)
 
 
 class ChargedGrammar:
