@@ -595,6 +595,7 @@ def train(args) -> None:
     per_epoch = len(make_batches(encoded, args.tokens_per_batch, eos_id, random.Random(0), args.sort_pool))
     drill_per_epoch = len(make_batches(drills, args.copy_tokens_per_batch, eos_id, random.Random(0))) if drills else 1
     epoch, batches, drill_epoch, drill_batches = -1, [], -1, []
+    names = (args.name_weight, name_marks(tokenizer)) if args.name_weight != 1.0 else None  # (--name-weight)
     model.train()
     t_train = time.time() - train_seconds
     bar = tqdm(range(start_step, args.steps), desc="train", mininterval=10, initial=start_step, total=args.steps)
@@ -628,7 +629,7 @@ def train(args) -> None:
                     eos_id,
                     random.Random(args.seed * 100003 + epoch),
                     args.sort_pool,
-                    (args.name_weight, name_marks(tokenizer)) if args.name_weight != 1.0 else None,
+                    names,
                 )
             # a fresh epoch may make a few batches more or fewer than epoch 0: the step
             # count of an epoch stays per_epoch, so a resumed run takes the same batches

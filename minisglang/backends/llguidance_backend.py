@@ -85,7 +85,7 @@ from .base import (
 from .ignored_keywords import (
     INEXACT_BOUNDS,
     INEXACT_INTEGERS,
-    REPEATED_KEYS_HOW,
+    REPEATED_KEYS_ABSENT_OPEN,
     IgnoredKeyword,
     SchemaObject,
     allows_keys,
@@ -99,7 +99,6 @@ from .ignored_keywords import (
     pattern_rules,
     refuse_ignored_keywords,
     refuse_unused_triggers,
-    repeated_keys_may_count,
     rewrite_subschemas,
     unlisted_raw_names,
 )
@@ -231,9 +230,7 @@ IGNORED = (
         "that is not a whole number (it divides the decimal text; Python's jsonschema divides doubles)",
         _fractional_multiple,
     ),
-    # (it writes unlisted keys where additionalProperties is not written: `{"a": 1, "x": 1, "x":
-    # 2}` met minProperties 3 beside one listed property, a stranger's fuzzer found)
-    IgnoredKeyword("minProperties", REPEATED_KEYS_HOW, lambda s: repeated_keys_may_count(s, absent_open=True)),
+    REPEATED_KEYS_ABSENT_OPEN,
     # (it matches a key against the patterns as spelled: `{"\u0061b": "x"}` came out under `^a`
     # integers, an extra key to it; with extra keys forbidden only a pattern's spellings are left)
     IgnoredKeyword(

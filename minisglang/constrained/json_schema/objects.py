@@ -89,6 +89,12 @@ class _ObjectRules(_CompilerBase):
                 members.append((regex, True))
         listed = list(properties) + [r for r in required if r not in properties]
         counts = (_count(schema, "minProperties", path) or 0, _count(schema, "maxProperties", path))
+
+        def too_few_keys(why: str) -> None:  # our policy, not the schema, leaves fewer keys than asked
+            self.note_empty(
+                f"minProperties {counts[0]} at {path} asks for more keys than the {len(members)} listed, and {why}"
+            )
+
         if patterns and self.options.automaton == "lazy":
             entries = self._key_regions(
                 patterns, listed, additional, None if names_free else key_regex, "properties" in schema, path
@@ -97,9 +103,8 @@ class _ObjectRules(_CompilerBase):
             entries = self._pattern_entries(patterns, listed, additional, names_free, path)
         elif additional is False or ("properties" in schema and not self.options.extra_properties):
             entries = []
-            if additional is not False and counts[0] > len(members):  # our policy leaves too few keys
-                self.note_empty(
-                    f"minProperties {counts[0]} at {path} asks for more keys than the {len(members)} listed, and "
+            if additional is not False and counts[0] > len(members):
+                too_few_keys(
                     "an object with properties gets no other keys, whatever its additionalProperties allows "
                     "(option extra_properties)"
                 )
@@ -118,9 +123,8 @@ class _ObjectRules(_CompilerBase):
             else:  # a map (None: propertyNames allows no key)
                 key = STRING if names_free else key_regex
             entries = [] if extra_value is None or key is None else [_concat(key, COLON, self.ws, extra_value)]
-        if not entries and patterns and additional is None and counts[0] > len(members):  # our policy again
-            self.note_empty(
-                f"minProperties {counts[0]} at {path} asks for more keys than the {len(members)} listed, and "
+        if not entries and patterns and additional is None and counts[0] > len(members):
+            too_few_keys(
                 "an object with patternProperties gets no key its patterns do not match unless "
                 "additionalProperties is written (true or a schema)"
             )
